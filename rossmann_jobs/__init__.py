@@ -1,0 +1,1 @@
+"""PySpark jobs of the Rossmann forecast pipeline: prepare, train (Horovod on Spark) and predict."""

@@ -1,0 +1,33 @@
+"""The model's feature spec, shared by prepare (writes it), train (consumes it) and predict (applies it).
+
+Column names and order follow Horovod's keras_spark_rossmann examples. In the prepared Parquet:
+- every categorical column holds an int32 index into its vocabulary; index 0 means "unknown or missing"
+  (values unseen at the as-of date, or null), 1..n are the sorted known values, so vocab_size = n + 1;
+- every continuous column is float32 with nulls filled by 0.0;
+- LABEL_COL holds log(Sales) as float32 (train and validation only);
+- the raw keys KEY_COLS are kept beside the features for reporting (Store id, Date; Id and Open on test rows).
+"""
+
+CATEGORICAL_COLS = [
+    "Store", "State", "DayOfWeek", "Year", "Month", "Day", "Week", "CompetitionMonthsOpen", "Promo2Weeks",
+    "StoreType", "Assortment", "PromoInterval", "CompetitionOpenSinceYear", "Promo2SinceYear", "Events",
+    "Promo", "StateHoliday", "SchoolHoliday",
+]
+
+CONTINUOUS_COLS = [
+    "CompetitionDistance", "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Max_Humidity",
+    "Mean_Humidity", "Min_Humidity", "Max_Wind_SpeedKm_h", "Mean_Wind_SpeedKm_h", "CloudCover", "trend",
+    "trend_de", "BeforePromo", "AfterPromo", "AfterStateHoliday", "BeforeStateHoliday", "BeforeSchoolHoliday",
+    "AfterSchoolHoliday",
+]
+
+FEATURE_COLS = CATEGORICAL_COLS + CONTINUOUS_COLS
+LABEL_COL = "Sales"            # log(Sales) in prepared train/validation data
+UNKNOWN_INDEX = 0
+STORE_ID_COL = "StoreId"       # raw Store number (the "Store" feature is its vocabulary index)
+KEY_COLS = [STORE_ID_COL, "Date"]
+TEST_KEY_COLS = ["Id", STORE_ID_COL, "Date", "Open"]
+
+# Prepared-output layout under the committed attempt prefix (see storage.commit).
+TRAIN_DIR, VALIDATION_DIR, TEST_DIR, REJECTED_DIR = "train", "validation", "test", "rejected"
+METADATA_FILE = "metadata.json"

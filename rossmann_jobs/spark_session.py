@@ -1,0 +1,111 @@
+"""The one SparkSession builder every job uses, plus stage-progress logging and step timers."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Iterator
+
+from rossmann_jobs.storage import s3_endpoint
+
+log = logging.getLogger("rossmann")
+
+# Defaults only: anything set through spark-submit --conf (i.e. the Airflow connection / DAG) wins.
+DEFAULT_CONF = {
+    "spark.master": "local[2]",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "16",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.parquet.compression.codec": "snappy",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "2g",
+}
+
+
+def configure_logging() -> None:
+    logging.basicConfig(
+        level=os.environ.get("ROSSMANN_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+
+
+def s3a_conf() -> dict[str, str]:
+    """S3A settings derived from the standard AWS environment variables (set from the Airflow connection)."""
+    conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.hadoop.fs.s3a.fast.upload": "true"}
+    endpoint = s3_endpoint()
+    if endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https")).lower()
+    if os.environ.get("AWS_ACCESS_KEY_ID"):
+        # Spark redacts *.access.key / *.secret.key in its UI and event logs (spark.redaction.regex).
+        conf["spark.hadoop.fs.s3a.access.key"] = os.environ["AWS_ACCESS_KEY_ID"]
+        conf["spark.hadoop.fs.s3a.secret.key"] = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+        provider = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        if os.environ.get("AWS_SESSION_TOKEN"):
+            conf["spark.hadoop.fs.s3a.session.token"] = os.environ["AWS_SESSION_TOKEN"]
+            provider = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = provider
+    return conf
+
+
+def build_spark_session(app_name: str, extra_conf: dict[str, str] | None = None):
+    """Create (or reuse) the SparkSession; defaults fill only keys that spark-submit did not set."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    configure_logging()
+    SparkContext._ensure_initialized()
+    submitted = SparkConf()  # picks up spark-submit's --conf values
+    wanted = {**DEFAULT_CONF, "spark.pyspark.python": sys.executable, **s3a_conf(), **(extra_conf or {})}
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in wanted.items():
+        if not submitted.contains(key) or key in (extra_conf or {}):
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("ROSSMANN_SPARK_LOG_LEVEL", "WARN"))
+    log.info("Spark %s master=%s app=%s defaultParallelism=%s", spark.version, spark.sparkContext.master,
+             app_name, spark.sparkContext.defaultParallelism)
+    return spark
+
+
+@contextlib.contextmanager
+def stage_progress(spark, interval_s: float = 10.0) -> Iterator[None]:
+    """Log active Spark stages (tasks done/total) every interval, so long jobs show progress in Airflow logs."""
+    tracker = spark.sparkContext.statusTracker()
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(interval_s):
+            for stage_id in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(stage_id)
+                if info:
+                    log.info("stage %d '%s': %d/%d tasks done, %d running", stage_id, info.name[:60],
+                             info.numCompletedTasks, info.numTasks, info.numActiveTasks)
+
+    thread = threading.Thread(target=poll, name="stage-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+
+
+@contextlib.contextmanager
+def timed(step: str, timings: dict[str, float] | None = None) -> Iterator[None]:
+    """Log the wall time of a step and optionally record it in a timings dict."""
+    start = time.perf_counter()
+    log.info("%s: started", step)
+    try:
+        yield
+    finally:
+        seconds = time.perf_counter() - start
+        if timings is not None:
+            timings[step] = round(seconds, 3)
+        log.info("%s: finished in %.1f s", step, seconds)

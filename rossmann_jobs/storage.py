@@ -1,0 +1,188 @@
+"""URI-addressed storage (local paths, file://, s3://, s3a://) and the atomic output-commit protocol."""
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlparse
+
+MANIFEST_NAME = "_SUCCESS"
+
+
+class OutputNotCommittedError(RuntimeError):
+    """Raised when a reader asks for an output whose producer never committed it."""
+
+
+def is_s3(uri: str) -> bool:
+    return urlparse(uri).scheme in ("s3", "s3a", "s3n")
+
+
+def spark_uri(uri: str) -> str:
+    """The form Spark's Hadoop FileSystem understands: s3:// -> s3a://, bare paths -> file:// absolute."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("s3", "s3n"):
+        return "s3a://" + uri.split("://", 1)[1]
+    if parsed.scheme in ("", "file"):
+        return "file://" + os.path.abspath(parsed.path if parsed.scheme else uri)
+    return uri
+
+
+def join(uri: str, *parts: str) -> str:
+    base = uri.rstrip("/")
+    return "/".join([base, *(p.strip("/") for p in parts)])
+
+
+def s3_endpoint() -> str | None:
+    """Endpoint override for S3-compatible servers (MinIO, moto); None means real AWS."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def filesystem(uri: str):
+    """(pyarrow FileSystem, path inside it) for a URI. Credentials come from the environment only."""
+    from pyarrow import fs
+
+    parsed = urlparse(uri)
+    if is_s3(uri):
+        endpoint = s3_endpoint()
+        kwargs: dict[str, Any] = {
+            "region": os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1",
+            "retry_strategy": fs.AwsStandardS3RetryStrategy(max_attempts=6),
+        }
+        if endpoint:
+            ep = urlparse(endpoint)
+            kwargs.update(endpoint_override=ep.netloc or ep.path, scheme=ep.scheme or "http",
+                          force_virtual_addressing=False)
+        if os.environ.get("AWS_ACCESS_KEY_ID"):
+            kwargs.update(access_key=os.environ["AWS_ACCESS_KEY_ID"],
+                          secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+                          session_token=os.environ.get("AWS_SESSION_TOKEN") or None)
+        return fs.S3FileSystem(**kwargs), parsed.netloc + parsed.path
+    return fs.LocalFileSystem(), os.path.abspath(parsed.path if parsed.scheme == "file" else uri)
+
+
+def exists(uri: str) -> bool:
+    from pyarrow import fs
+
+    filesys, path = filesystem(uri)
+    return filesys.get_file_info(path).type != fs.FileType.NotFound
+
+
+def read_bytes(uri: str) -> bytes:
+    filesys, path = filesystem(uri)
+    with filesys.open_input_stream(path) as stream:
+        return stream.read()
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    """Write one object. On S3 a single PUT is atomic; locally we write a temp file and rename it."""
+    filesys, path = filesystem(uri)
+    if is_s3(uri):
+        with filesys.open_output_stream(path) as stream:
+            stream.write(data)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(uri: str) -> Any:
+    return json.loads(read_bytes(uri).decode("utf-8"))
+
+
+def write_json(uri: str, obj: Any) -> None:
+    write_bytes(uri, json.dumps(obj, indent=2, sort_keys=True, default=str).encode("utf-8"))
+
+
+def list_files(uri: str) -> list[str]:
+    """All files below a prefix, as URIs with the caller's scheme, sorted."""
+    from pyarrow import fs
+
+    filesys, path = filesystem(uri)
+    infos = filesys.get_file_info(fs.FileSelector(path, recursive=True, allow_not_found=True))
+    prefix, base = uri.rstrip("/"), path.rstrip("/")
+    return sorted(prefix + info.path[len(base):] for info in infos if info.type == fs.FileType.File)
+
+
+def delete_prefix(uri: str) -> None:
+    filesys, path = filesystem(uri)
+    from pyarrow import fs
+
+    if filesys.get_file_info(path).type == fs.FileType.NotFound:
+        return
+    filesys.delete_dir(path)
+
+
+def download_dir(uri: str, local_dir: str) -> str:
+    """Copy every file under a prefix to a local folder; returns the folder."""
+    for file_uri in list_files(uri):
+        rel = file_uri[len(uri.rstrip("/")) + 1:]
+        target = os.path.join(local_dir, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as handle:
+            handle.write(read_bytes(file_uri))
+    return local_dir
+
+
+def upload_dir(local_dir: str, uri: str) -> None:
+    for root, _dirs, files in os.walk(local_dir):
+        for name in files:
+            full = os.path.join(root, name)
+            rel = os.path.relpath(full, local_dir).replace(os.sep, "/")
+            with open(full, "rb") as handle:
+                write_bytes(join(uri, rel), handle.read())
+
+
+# --- Atomic commit protocol -------------------------------------------------------------------------------------
+# S3 has no rename, so a job never writes its result in place. It writes everything under a fresh attempt prefix,
+# `<out>/attempts/<attempt_id>/`, and commits by writing one small manifest object, `<out>/_SUCCESS`, that names the
+# attempt. A single PUT (or a local rename) is atomic, so readers see either the previous committed attempt or the
+# new one, never a half-written result. A crashed or re-run task leaves at most an orphan attempt, removed by the
+# next successful commit.
+
+def new_attempt_uri(out_uri: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return join(out_uri, "attempts", f"{stamp}-{uuid.uuid4().hex[:8]}")
+
+
+def commit(out_uri: str, attempt_uri: str, summary: dict[str, Any] | None = None, keep_previous: bool = False) -> dict:
+    """Publish attempt_uri as the output at out_uri; then remove the other attempts (unless keep_previous)."""
+    manifest = {
+        "attempt": attempt_uri.rstrip("/")[len(out_uri.rstrip("/")) + 1:],
+        "committed_at": datetime.now(timezone.utc).isoformat(),
+        "files": [f[len(attempt_uri.rstrip("/")) + 1:] for f in list_files(attempt_uri)],
+        "summary": summary or {},
+    }
+    write_json(join(out_uri, MANIFEST_NAME), manifest)
+    if not keep_previous:
+        current = join(out_uri, manifest["attempt"])
+        for attempt in _attempt_prefixes(out_uri):
+            if attempt != current:
+                delete_prefix(attempt)
+    return manifest
+
+
+def _attempt_prefixes(out_uri: str) -> set[str]:
+    root = join(out_uri, "attempts")
+    return {"/".join(f.split("/")[: len(root.split("/")) + 1]) for f in list_files(root)}
+
+
+def read_manifest(out_uri: str) -> dict:
+    manifest_uri = join(out_uri, MANIFEST_NAME)
+    if not exists(manifest_uri):
+        raise OutputNotCommittedError(
+            f"{out_uri} has no committed output ({MANIFEST_NAME} manifest missing): the job that writes it has not "
+            "finished successfully. Re-run that task first."
+        )
+    return read_json(manifest_uri)
+
+
+def committed_uri(out_uri: str) -> str:
+    """The attempt prefix that holds the committed output at out_uri."""
+    return join(out_uri, read_manifest(out_uri)["attempt"])

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Debian packages the test suite needs beyond Python/Java/C++: a headless browser for the UI test.
+set -euo pipefail
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
+  echo "setup: please install Debian packages: ${missing[*]}" >&2; exit 1
+fi
+SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo sudo)
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

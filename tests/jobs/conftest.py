@@ -1,0 +1,62 @@
+"""Shared fixtures for job-side tests: a local SparkSession and a real S3 server (moto) on loopback."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+JOBS_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from rossmann_jobs.spark_session import build_spark_session
+
+    session = build_spark_session("rossmann-tests", {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4",
+                                                     "spark.ui.enabled": "false"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A moto S3 server on 127.0.0.1 with test credentials in the environment; yields the endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                            "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing-key-id",
+                      AWS_SECRET_ACCESS_KEY="testing-secret", AWS_DEFAULT_REGION="us-east-1")
+    yield endpoint
+    server.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture()
+def s3_bucket(s3_server):
+    """A fresh bucket on the moto server; yields its s3:// URI."""
+    import uuid
+
+    import boto3
+
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=name)
+    return f"s3://{name}"
