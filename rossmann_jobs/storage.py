@@ -53,8 +53,8 @@ def filesystem(uri: str):
         }
         if endpoint:
             ep = urlparse(endpoint)
-            kwargs.update(endpoint_override=ep.netloc or ep.path, scheme=ep.scheme or "http",
-                          force_virtual_addressing=False)
+            # pyarrow 15 has no force_virtual_addressing; with an endpoint override it uses path-style already.
+            kwargs.update(endpoint_override=ep.netloc or ep.path, scheme=ep.scheme or "http")
         if os.environ.get("AWS_ACCESS_KEY_ID"):
             kwargs.update(access_key=os.environ["AWS_ACCESS_KEY_ID"],
                           secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY", ""),

@@ -11,7 +11,7 @@ HOROVOD_VERSION=0.28.1
 TF_VERSION=2.15.1
 SAGEMAKER_PYSPARK=1.4.5   # its sdist ships hadoop-aws-3.3.1.jar + aws-java-sdk-bundle-1.11.901.jar (no Maven here)
 S3A_JARS=(hadoop-aws-3.3.1.jar aws-java-sdk-bundle-1.11.901.jar)
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off TF_CPP_MIN_LOG_LEVEL=2
 
 say() { printf '\n== setup: %s\n' "$*"; }
 die() { printf 'setup error: %s\n' "$*" >&2; exit 1; }
@@ -73,7 +73,7 @@ setup_jobs_env() {
   ensure_venv "$JOBS"
   "$JOBS/bin/pip" install -q -r "$ROOT/requirements-jobs.txt" -c "$ROOT/constraints/jobs.txt"
   local wheel; wheel=$(build_horovod_wheel)
-  "$JOBS/bin/pip" install -q "${wheel}[spark]" -c "$ROOT/constraints/jobs.txt"
+  "$JOBS/bin/pip" install -q "${wheel}[spark,tensorflow-cpu]" -c "$ROOT/constraints/jobs.txt"
   "$JOBS/bin/pip" install -q --no-deps -e "$ROOT"
   install_s3a_jars
   "$JOBS/bin/python" -c 'import numpy, tensorflow, pyspark; assert numpy.__version__.startswith("1."), numpy.__version__; assert pyspark.__version__.startswith("3.5"), pyspark.__version__'

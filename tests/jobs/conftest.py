@@ -19,7 +19,8 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(s3_server):
+    """local[2] session; depends on s3_server so its S3A settings point at the test S3 server."""
     from rossmann_jobs.spark_session import build_spark_session
 
     session = build_spark_session("rossmann-tests", {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4",
