@@ -13,6 +13,9 @@ from rossmann_jobs.storage import s3_endpoint
 
 log = logging.getLogger("rossmann")
 
+AWS_ENV_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
+                "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION")
+
 # Defaults only: anything set through spark-submit --conf (i.e. the Airflow connection / DAG) wins.
 DEFAULT_CONF = {
     "spark.master": "local[2]",
@@ -52,6 +55,11 @@ def s3a_conf() -> dict[str, str]:
             conf["spark.hadoop.fs.s3a.session.token"] = os.environ["AWS_SESSION_TOKEN"]
             provider = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
         conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = provider
+    # Executors (and the Horovod ranks inside them) also reach S3 directly through pyarrow; on a cluster their
+    # environment is the worker's, not ours, so forward the same variables. Spark redacts *SECRET* values.
+    for var in AWS_ENV_VARS:
+        if os.environ.get(var):
+            conf[f"spark.executorEnv.{var}"] = os.environ[var]
     return conf
 
 
@@ -61,6 +69,9 @@ def build_spark_session(app_name: str, extra_conf: dict[str, str] | None = None)
     from pyspark.sql import SparkSession
 
     configure_logging()
+    # A session created in-process (tests, notebooks) ignores spark.pyspark.python: PySpark's SparkContext takes
+    # the workers' interpreter from this variable, else a bare `python3` without this environment's packages.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     SparkContext._ensure_initialized()
     submitted = SparkConf()  # picks up spark-submit's --conf values
     wanted = {**DEFAULT_CONF, "spark.pyspark.python": sys.executable, **s3a_conf(), **(extra_conf or {})}

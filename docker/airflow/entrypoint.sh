@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Entry point of the Airflow image: `airflow <args>`. When AIRFLOW_ADMIN_PASSWORD is set (the api-server only), it
+# first writes SimpleAuthManager's password file for the user `admin` from it, readable by this user only, so no
+# password is baked into the image or generated at random inside a container.
+set -euo pipefail
+
+if [[ -n "${AIRFLOW_ADMIN_PASSWORD:-}" ]]; then
+  default_file="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
+  passwords_file="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE:-$default_file}"
+  (umask 077 && python3 -c '
+import json, os, sys
+with open(sys.argv[1], "w") as handle:
+    json.dump({"admin": os.environ["AIRFLOW_ADMIN_PASSWORD"]}, handle)' "$passwords_file")
+fi
+exec airflow "$@"

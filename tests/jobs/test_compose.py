@@ -1,0 +1,607 @@
+"""The docker-compose production stack: a valid Compose file whose images, settings and connections fit the DAG.
+
+No Docker engine runs here, so nothing is built or started. What is checked instead:
+* the file against the Compose specification (docker/compose-spec.json, a copy of schema/compose-spec.json from
+  github.com/compose-spec/compose-spec at 170098ba07d9f53c383a41bfd4c5166b0a4529a6), and with Debian's
+  `docker-compose config` when it is installed (interpolation, merges, required settings);
+* every file the images and mounts need exists and is not excluded from the build context;
+* the connections, URLs and hosts the Airflow components use name services of the stack, with matching ports,
+  credentials and paths; the Spark image installs the same pins as the tested jobs environment;
+* secrets come only from .env, whose generator (docker/gen_env.py) fills every secret.
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import copy
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+from fnmatch import fnmatch
+from importlib import metadata
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = REPO / "docker-compose.yaml"
+ENV_EXAMPLE = REPO / ".env.example"
+GEN_ENV = REPO / "docker" / "gen_env.py"
+SCHEMA = REPO / "docker" / "compose-spec.json"
+JOBS_ENV_SCRIPT = REPO / "docker" / "jobs-env.sh"
+
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|JWT|TOKEN")
+VARIABLE = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>[A-Za-z_]\w*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}"
+                      r"|(?P<named>[A-Za-z_]\w*))")
+ENV_LINE = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
+SAFE_SECRET = re.compile(r"^[A-Za-z0-9_=-]+$")
+# Variables Compose itself reads from .env rather than the file.
+COMPOSE_OWN_VARIABLES = {"COMPOSE_PROJECT_NAME"}
+
+
+# --- helpers ----------------------------------------------------------------------------------------------------
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose variable interpolation: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?err}, ${VAR?err}."""
+    def substitute(match: re.Match) -> str:
+        if match["escaped"]:
+            return "$"
+        name = match["braced"] or match["named"]
+        op, arg = match["op"], match["arg"]
+        current = env.get(name)
+        if op in (":-", ":?"):
+            present = bool(current)
+        else:
+            present = current is not None
+        if present:
+            return current
+        if op in (":?", "?"):
+            raise KeyError(f"required variable {name} is unset: {arg}")
+        return arg if op in (":-", "-") else ""
+
+    return VARIABLE.sub(substitute, value)
+
+
+def interpolate_tree(node, env: dict[str, str]):
+    if isinstance(node, str):
+        return interpolate(node, env)
+    if isinstance(node, list):
+        return [interpolate_tree(item, env) for item in node]
+    if isinstance(node, dict):
+        return {key: interpolate_tree(value, env) for key, value in node.items()}
+    return node
+
+
+def variables_in(node) -> dict[str, set[str]]:
+    """Variable name -> the operators it is used with ('' for a plain reference) anywhere in a YAML tree."""
+    found: dict[str, set[str]] = {}
+    if isinstance(node, str):
+        for match in VARIABLE.finditer(node):
+            if not match["escaped"]:
+                found.setdefault(match["braced"] or match["named"], set()).add(match["op"] or "")
+    elif isinstance(node, (list, dict)):
+        for item in node.values() if isinstance(node, dict) else node:
+            for name, ops in variables_in(item).items():
+                found.setdefault(name, set()).update(ops)
+    return found
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    return {match["name"]: match["value"] for line in text.splitlines() if (match := ENV_LINE.match(line.strip()))}
+
+
+def generated_env() -> dict[str, str]:
+    result = subprocess.run([sys.executable, str(GEN_ENV)], capture_output=True, text=True, check=True)
+    return parse_env_file(result.stdout)
+
+
+def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs with continuation lines joined and comments dropped."""
+    instructions, pending = [], ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        keyword, _, rest = line.partition(" ")
+        instructions.append((keyword.upper(), rest.strip()))
+    return instructions
+
+
+def dockerfile_stages(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """Instructions per build stage name (the last, unnamed stage is 'final')."""
+    stages: dict[str, list[tuple[str, str]]] = {}
+    current = None
+    for keyword, rest in dockerfile_instructions(path):
+        if keyword == "FROM":
+            words = rest.split()
+            current = words[2] if len(words) == 3 and words[1].upper() == "AS" else "final"
+            stages[current] = []
+        elif current is not None:
+            stages[current].append((keyword, rest))
+    return stages
+
+
+def dockerfile_env(path: Path) -> dict[str, str]:
+    env = {}
+    for keyword, rest in dockerfile_instructions(path):
+        if keyword == "ENV":
+            env.update(item.split("=", 1) for item in shlex.split(rest))
+    return env
+
+
+def copy_sources(path: Path) -> list[str]:
+    """Sources of COPY/ADD instructions that read the build context (not --from another stage or image)."""
+    sources = []
+    for keyword, rest in dockerfile_instructions(path):
+        if keyword not in ("COPY", "ADD"):
+            continue
+        words = shlex.split(rest)
+        assert not rest.startswith("["), f"{path}: JSON-form {keyword} is not parsed by this test: {rest}"
+        if any(word.startswith("--from") for word in words):
+            continue
+        sources += [word for word in words[:-1] if not word.startswith("--")]
+    return sources
+
+
+def ignore_patterns(dockerfile: Path) -> list[str]:
+    ignore_file = dockerfile.with_name(dockerfile.name + ".dockerignore")
+    return [line.strip() for line in ignore_file.read_text().splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def is_ignored(path: str, patterns: list[str]) -> bool:
+    """Whether a context path (or a folder above it) matches a .dockerignore pattern (no '!' rules are used)."""
+    parts = Path(path).parts
+    prefixes = ["/".join(parts[:end]) for end in range(1, len(parts) + 1)]
+    for pattern in patterns:
+        anywhere = pattern.startswith("**/")
+        core = pattern[3:] if anywhere else pattern
+        for prefix in prefixes:
+            segments = prefix.split("/")
+            candidates = ["/".join(segments[start:]) for start in range(len(segments))] if anywhere else [prefix]
+            if any(fnmatch(candidate, core) for candidate in candidates):
+                return True
+    return False
+
+
+def memory_mib(size: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)([kmgt]?)b?", size.lower()).groups()
+    return int(number) * {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 ** 2, "": 1 / 1024 ** 2}[unit]
+
+
+def requirement_pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s#;]+)", line)
+        if match:
+            pins[match[1].lower()] = match[2]
+    return pins
+
+
+def shell_assignment(path: Path, name: str) -> str:
+    match = re.search(rf"^{name}=(\(.*?\)|\S+)", path.read_text(), re.MULTILINE)
+    assert match, f"{path} does not assign {name}"
+    return match[1]
+
+
+# --- fixtures ---------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def raw_compose() -> dict:
+    return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def stack_env() -> dict[str, str]:
+    return generated_env()
+
+
+@pytest.fixture(scope="module")
+def services(raw_compose, stack_env) -> dict[str, dict]:
+    """The services as Compose sees them with a generated .env (anchors merged, variables interpolated)."""
+    return interpolate_tree(raw_compose["services"], stack_env)
+
+
+def airflow_services(services: dict[str, dict]) -> dict[str, dict]:
+    return {name: spec for name, spec in services.items()
+            if spec.get("build", {}).get("dockerfile") == "docker/airflow/Dockerfile"}
+
+
+def service_dockerfile(spec: dict) -> Path:
+    return REPO / spec["build"]["context"] / spec["build"]["dockerfile"]
+
+
+def host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname, parts.port
+
+
+# --- the file is valid Compose ----------------------------------------------------------------------------------
+
+def test_compose_file_matches_the_compose_specification(raw_compose):
+    import jsonschema
+
+    validator = jsonschema.Draft7Validator(json.loads(SCHEMA.read_text()))
+    errors = [f"{error.json_path}: {error.message}" for error in validator.iter_errors(raw_compose)]
+    assert not errors, "docker-compose.yaml violates the Compose specification:\n" + "\n".join(errors)
+
+
+def test_schema_check_rejects_misspelt_keys_and_conditions(raw_compose):
+    """The vendored schema is strict enough to catch the typical slip (guards against a permissive schema copy)."""
+    import jsonschema
+
+    validator = jsonschema.Draft7Validator(json.loads(SCHEMA.read_text()))
+    broken = copy.deepcopy(raw_compose)
+    broken["services"]["postgres"]["helthcheck"] = broken["services"]["postgres"].pop("healthcheck")
+    broken["services"]["airflow-init"]["depends_on"]["postgres"]["condition"] = "service_heathy"
+    messages = " ".join(error.message for error in validator.iter_errors(broken))
+    assert "helthcheck" in messages and "service_heathy" in messages
+
+
+@pytest.fixture(scope="module")
+def docker_compose() -> str:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.skip("Debian's docker-compose is not installed (scripts/setup_system.sh installs it); "
+                    "the Compose-spec schema check above still ran")
+    return binary
+
+
+def run_docker_compose(binary: str, env_file: Path, *args: str) -> subprocess.CompletedProcess:
+    # Only PATH/HOME: variables of the calling shell would override the env file.
+    clean_env = {key: os.environ[key] for key in ("PATH", "HOME") if key in os.environ}
+    return subprocess.run([binary, "--env-file", str(env_file), "-f", str(COMPOSE_FILE), *args],
+                          capture_output=True, text=True, env=clean_env, cwd=REPO, timeout=120)
+
+
+def test_docker_compose_config_accepts_the_file_and_interpolates_as_expected(docker_compose, stack_env, services,
+                                                                            tmp_path):
+    env_file = tmp_path / "stack.env"
+    env_file.write_text("".join(f"{key}={value}\n" for key, value in stack_env.items()))
+    result = run_docker_compose(docker_compose, env_file, "--profile", "tools", "config")
+    assert result.returncode == 0, result.stderr
+    resolved = yaml.safe_load(result.stdout)["services"]
+    assert set(resolved) == set(services)
+    for name, spec in services.items():
+        expected_env = {key: str(value) for key, value in (spec.get("environment") or {}).items()}
+        assert resolved[name].get("environment", {}) == expected_env, f"service {name}: environment differs"
+
+
+def test_docker_compose_refuses_to_start_without_the_secrets(docker_compose, tmp_path):
+    env_file = tmp_path / "empty.env"
+    env_file.write_text(ENV_EXAMPLE.read_text())  # the template: secrets left empty
+    result = run_docker_compose(docker_compose, env_file, "config", "-q")
+    assert result.returncode != 0
+    assert "in .env" in result.stderr, result.stderr
+
+
+# --- settings and secrets ---------------------------------------------------------------------------------------
+
+def test_env_example_documents_exactly_the_variables_the_file_reads(raw_compose):
+    used = variables_in(raw_compose)
+    documented = parse_env_file(ENV_EXAMPLE.read_text())
+    assert set(used) - set(documented) == set(), "variables read by docker-compose.yaml but not in .env.example"
+    assert set(documented) - set(used) - COMPOSE_OWN_VARIABLES == set(), ".env.example has unused variables"
+    for name, operators in used.items():
+        if SECRET_NAME.search(name):
+            assert operators == {":?"}, f"secret {name} must be required (${{{name}:?...}}), never defaulted"
+            assert documented[name] == "", f".env.example must leave secret {name} empty"
+
+
+def test_gen_env_fills_every_secret_with_a_fresh_safe_value(stack_env):
+    template = parse_env_file(ENV_EXAMPLE.read_text())
+    second = generated_env()
+    assert set(stack_env) == set(template)
+    for name, template_value in template.items():
+        if template_value:
+            assert stack_env[name] == template_value, f"{name}: a set value must be kept as it is"
+            continue
+        value = stack_env[name]
+        assert SAFE_SECRET.match(value) and len(value) >= 24, f"{name}: weak or unsafe generated value"
+        assert value != second[name], f"{name}: two runs generated the same secret"
+    assert len(base64.urlsafe_b64decode(stack_env["AIRFLOW_FERNET_KEY"])) == 32
+    assert len(stack_env["MINIO_ROOT_PASSWORD"]) >= 8  # MinIO refuses shorter root passwords
+
+
+def test_secret_settings_come_only_from_required_variables(raw_compose):
+    required_variable = re.compile(r"\$\{\w+:\?[^}]*\}")
+    for name, spec in raw_compose["services"].items():
+        for key, value in (spec.get("environment") or {}).items():
+            if SECRET_NAME.search(key):
+                assert required_variable.fullmatch(value), f"{name}.{key}: not a required variable"
+            if key.startswith("AIRFLOW_CONN_"):
+                conn = json.loads(value)  # variables sit inside JSON strings, so the raw value parses
+                for field in ("login", "password"):
+                    if field in conn:
+                        assert required_variable.fullmatch(conn[field]), f"{name}.{key}: literal {field}"
+            if key == "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
+                without_variables = required_variable.sub("", value)
+                assert urlsplit(without_variables).password == "", f"{name}.{key}: literal password"
+
+
+def test_no_credentials_in_the_stack_files():
+    files = [COMPOSE_FILE, ENV_EXAMPLE, *sorted(path for path in (REPO / "docker").rglob("*")
+                                                 if path.is_file() and path.name != "compose-spec.json")]
+    well_known = re.compile(r"AKIA[0-9A-Z]{16}|minioadmin|changeme|airflow:airflow@|BEGIN [A-Z ]*PRIVATE KEY",
+                            re.IGNORECASE)
+    for path in files:
+        text = path.read_text()
+        assert not well_known.search(text), f"{path}: {well_known.search(text)[0]!r}"
+        if path.name == "Dockerfile":
+            for keyword, rest in dockerfile_instructions(path):
+                if keyword in ("ENV", "ARG"):
+                    assert not SECRET_NAME.search(rest.upper()), f"{path}: secret-looking {keyword} {rest}"
+
+
+# --- images and build inputs ------------------------------------------------------------------------------------
+
+def test_build_inputs_exist_and_are_in_the_build_context(services):
+    dockerfiles = {service_dockerfile(spec) for spec in services.values() if "build" in spec}
+    assert {path.relative_to(REPO).as_posix() for path in dockerfiles} == {"docker/airflow/Dockerfile",
+                                                                           "docker/spark/Dockerfile"}
+    for dockerfile in dockerfiles:
+        assert dockerfile.is_file()
+        patterns = ignore_patterns(dockerfile)
+        for needed_out in (".env", ".venvs", ".git"):
+            assert is_ignored(needed_out, patterns), f"{dockerfile}: build context must exclude {needed_out}"
+        for source in copy_sources(dockerfile):
+            assert (REPO / source).exists(), f"{dockerfile}: COPY source {source} does not exist"
+            assert not is_ignored(source, patterns), f"{dockerfile}: COPY source {source} is .dockerignored"
+    for name, spec in services.items():
+        for volume in spec.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (REPO / source).is_file(), f"{name}: mounted file {source} does not exist"
+
+
+def test_spark_image_installs_the_tested_jobs_environment(services):
+    spark_dockerfile = REPO / "docker/spark/Dockerfile"
+    airflow_dockerfile = REPO / "docker/airflow/Dockerfile"
+    jobs_stage = dockerfile_stages(spark_dockerfile)["jobs-env"]
+    # Identical stage text: the Airflow image's driver runs exactly the executors' environment (and builds once).
+    assert jobs_stage == dockerfile_stages(airflow_dockerfile)["jobs-env"]
+    assert ("RUN", "bash /build/jobs-env.sh /build /opt/jobs-venv") in jobs_stage
+    copied = {rest.split()[0]: rest.split()[1] for keyword, rest in jobs_stage if keyword == "COPY"}
+    assert copied == {"requirements-jobs.txt": "/build/requirements-jobs.txt",
+                      "constraints/jobs.txt": "/build/constraints/jobs.txt",
+                      "docker/jobs-env.sh": "/build/jobs-env.sh"}
+    script = JOBS_ENV_SCRIPT.read_text()
+    assert '-r "$SRC/requirements-jobs.txt" -c "$SRC/constraints/jobs.txt"' in script
+    for flag in ("HOROVOD_WITH_TENSORFLOW=1", "HOROVOD_WITH_GLOO=1", "HOROVOD_WITHOUT_MPI=1",
+                 "HOROVOD_WITHOUT_PYTORCH=1", "HOROVOD_WITHOUT_MXNET=1"):
+        assert flag in script
+    assert '"horovod[spark,tensorflow-cpu]==$HOROVOD_VERSION"' in script
+
+    # The image's pins are the tested environment's: this test runs in it.
+    setup_env = REPO / "scripts/setup_env.sh"
+    horovod = shell_assignment(JOBS_ENV_SCRIPT, "HOROVOD_VERSION")
+    assert horovod == shell_assignment(setup_env, "HOROVOD_VERSION") == metadata.version("horovod")
+    pins = requirement_pins(REPO / "requirements-jobs.txt")
+    for package in ("pyspark", "tensorflow-cpu", "numpy", "pyarrow"):
+        assert pins[package] == metadata.version(package), f"{package}: requirements-jobs.txt vs this env"
+        for path in (spark_dockerfile, airflow_dockerfile, JOBS_ENV_SCRIPT):
+            assert not re.search(rf"(?<![\w-]){package}==", path.read_text()), f"{path} pins {package} on its own"
+    for name in ("S3A_JARS", "SAGEMAKER_PYSPARK"):
+        assert shell_assignment(JOBS_ENV_SCRIPT, name) == shell_assignment(setup_env, name)
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    for jar in shell_assignment(JOBS_ENV_SCRIPT, "S3A_JARS").strip("()").split():
+        assert (jars / jar).is_file(), f"the tested jobs env lacks {jar}"
+    base = dockerfile_instructions(spark_dockerfile)[0]
+    assert base == ("ARG", f"PYTHON_IMAGE=python:{sys.version_info.major}.{sys.version_info.minor}-slim-bookworm")
+    assert f"python{sys.version_info.major}.{sys.version_info.minor} -m venv" in script
+
+
+def test_airflow_image_installs_the_pinned_airflow_with_postgres_support():
+    dockerfile = REPO / "docker/airflow/Dockerfile"
+    install = " ".join(rest for keyword, rest in dockerfile_stages(dockerfile)["airflow-env"] if keyword == "RUN")
+    airflow_version = requirement_pins(REPO / "requirements.txt")["apache-airflow"]
+    assert f'"apache-airflow[postgres]=={airflow_version}"' in install
+    assert "-r /build/requirements.txt" in install and "-c /build/constraints/airflow.txt" in install
+    env = dockerfile_env(dockerfile)
+    # spark-submit must resolve to the jobs venv (pyspark 3.5.7), not anything of the Airflow venv.
+    assert env["PATH"].split(":")[0] == "/opt/jobs-venv/bin"
+    assert env["PYSPARK_PYTHON"] == "/opt/jobs-venv/bin/python"
+
+
+def test_health_checks_of_built_images_use_installed_tools(services):
+    for name, spec in services.items():
+        test = spec.get("healthcheck", {}).get("test", [])
+        if "build" not in spec or not test:
+            continue
+        command = test[1] if test[0] == "CMD" else test[1].split()[0]
+        final_stage = dockerfile_stages(service_dockerfile(spec))["final"]
+        installed = " ".join(rest for keyword, rest in final_stage if keyword in ("RUN", "COPY", "ENV"))
+        tool = {"curl": "curl", "airflow": "/opt/airflow-venv"}[command]
+        assert tool in installed, f"{name}: health check runs {command}, which its image does not install"
+
+
+# --- wiring: what the DAG needs ---------------------------------------------------------------------------------
+
+def dag_sources() -> str:
+    return "\n".join(path.read_text() for folder in ("dags", "plugins") for path in (REPO / folder).rglob("*.py"))
+
+
+def test_every_connection_the_dag_uses_is_set_for_the_task_runner(services):
+    conn_ids = set(re.findall(r'\b(?:aws_)?conn_id\s*=\s*"(\w+)"', dag_sources()))
+    assert {"spark_default", "aws_default"} <= conn_ids
+    scheduler_env = services["airflow-scheduler"]["environment"]  # LocalExecutor: tasks run in the scheduler
+    for conn_id in conn_ids:
+        assert f"AIRFLOW_CONN_{conn_id.upper()}" in scheduler_env, f"connection {conn_id} is not configured"
+
+
+def test_spark_connection_points_at_the_stack_master_with_the_jobs_python(services):
+    conn = json.loads(services["airflow-scheduler"]["environment"]["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert conn["conn_type"] == "spark" and "port" not in conn  # host is the whole master URL
+    master_url = conn["host"]
+    host, port = host_port(master_url)
+    master = services[host]
+    command = master["command"]
+    assert "org.apache.spark.deploy.master.Master" in command
+    assert command[command.index("--port") + 1] == str(port) and command[command.index("--host") + 1] == host
+    assert conn["extra"]["deploy-mode"] == "client"
+    spark_conf = conn["extra"]["spark_conf"]
+    python = spark_conf["spark.pyspark.python"]
+    for dockerfile in ("docker/spark/Dockerfile", "docker/airflow/Dockerfile"):
+        assert dockerfile_env(REPO / dockerfile)["PYSPARK_PYTHON"] == python
+    workers = {name: spec for name, spec in services.items() if "org.apache.spark.deploy.worker.Worker" in
+               (spec.get("command") or [])}
+    assert len(workers) >= 2, "Horovod ranks on different executors need at least two workers"
+    worker_cores = 0
+    for name, spec in workers.items():
+        assert spec["command"][-1] == master_url, f"{name} registers with another master"
+        worker_cores += int(spec["command"][spec["command"].index("--cores") + 1])
+        worker_memory = spec["command"][spec["command"].index("--memory") + 1]
+        assert memory_mib(spark_conf["spark.executor.memory"]) <= memory_mib(worker_memory), \
+            f"{name}: an executor of {spark_conf['spark.executor.memory']} never fits in {worker_memory}"
+        assert spark_conf["spark.executor.cores"] == "1"
+    # Horovod starts every rank at once: the DAG's default number of processes must fit the cluster's slots.
+    assert int(spark_conf["spark.cores.max"]) == worker_cores
+    assert dag_param_default("num_proc") <= worker_cores // int(spark_conf["spark.task.cpus"])
+
+
+def dag_param_default(name: str):
+    tree = ast.parse((REPO / "dags/rossmann_forecast.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value == name and isinstance(value, ast.Call):
+                    return ast.literal_eval(value.args[0])
+    raise AssertionError(f"the DAG has no Param {name!r}")
+
+
+def test_s3_settings_point_at_the_stack_minio_with_one_set_of_job_keys(services, stack_env):
+    conn = json.loads(services["airflow-scheduler"]["environment"]["AIRFLOW_CONN_AWS_DEFAULT"])
+    endpoint = conn["extra"]["endpoint_url"]
+    host, port = host_port(endpoint)
+    assert host in services and services[host]["command"][0] == "server"
+    assert any(mapping.endswith(f":{port}") for mapping in services[host]["ports"])
+    keys = (stack_env["ROSSMANN_S3_ACCESS_KEY"], stack_env["ROSSMANN_S3_SECRET_KEY"])
+    assert (conn["login"], conn["password"]) == keys
+    init_env = services["minio-init"]["environment"]
+    assert (init_env["ROSSMANN_S3_ACCESS_KEY"], init_env["ROSSMANN_S3_SECRET_KEY"]) == keys
+    assert init_env["ROSSMANN_S3_ACCESS_KEY"] != init_env["MINIO_ROOT_USER"], "jobs must not use the root account"
+    assert init_env["ROSSMANN_BUCKET"] == services["airflow-scheduler"]["environment"]["ROSSMANN_BUCKET"]
+    for name, spec in services.items():
+        env = spec.get("environment") or {}
+        if "AWS_ENDPOINT_URL" in env:  # executors and one-off job commands
+            assert env["AWS_ENDPOINT_URL"] == endpoint
+            assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == keys
+    for worker in ("spark-worker-1", "spark-worker-2"):
+        assert "AWS_ENDPOINT_URL" in services[worker]["environment"], f"{worker}: executors need the S3 endpoint"
+    init_mount = services["minio-init"]["volumes"][0].split(":")
+    assert services["minio-init"]["entrypoint"][-1] == init_mount[1]
+
+
+def test_airflow_components_share_one_database_and_api(services):
+    components = airflow_services(services)
+    commands = {spec["command"][0] for spec in components.values()}
+    assert commands == {"db", "api-server", "scheduler", "dag-processor", "triggerer"}
+    assert services["airflow-init"]["command"] == ["db", "migrate"]
+    shared = ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__FERNET_KEY",
+              "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW_CONN_SPARK_DEFAULT", "AIRFLOW_CONN_AWS_DEFAULT")
+    for key in shared:
+        assert len({spec["environment"][key] for spec in components.values()}) == 1, f"{key} differs"
+    sample = next(iter(components.values()))["environment"]
+
+    database = urlsplit(sample["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    assert database.scheme == "postgresql+psycopg2"
+    postgres_env = services[database.hostname]["environment"]
+    assert (database.username, database.password, database.path.lstrip("/")) == (
+        postgres_env["POSTGRES_USER"], postgres_env["POSTGRES_PASSWORD"], postgres_env["POSTGRES_DB"])
+
+    api_host, api_port = host_port(sample["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"])
+    assert services[api_host]["command"] == ["api-server"]
+    assert any(mapping.endswith(f":{api_port}") for mapping in services[api_host]["ports"])
+    assert sample["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert "AIRFLOW_ADMIN_PASSWORD" in services[api_host]["environment"]
+    assert all("AIRFLOW_ADMIN_PASSWORD" not in spec["environment"] for name, spec in components.items()
+               if name != api_host), "only the api-server needs the admin password"
+
+
+def test_dag_finds_its_job_scripts_in_the_airflow_image(services):
+    assert "rossmann_jobs_root" in dag_sources()
+    jobs_root = services["airflow-scheduler"]["environment"]["AIRFLOW_VAR_ROSSMANN_JOBS_ROOT"]
+    dockerfile = REPO / "docker/airflow/Dockerfile"
+    destinations = {rest.split()[0]: rest.split()[-1] for keyword, rest in dockerfile_instructions(dockerfile)
+                    if keyword == "COPY" and "--from" not in rest}
+    assert destinations["rossmann_jobs"] == f"{jobs_root}/rossmann_jobs"
+    for job in ("prepare.py", "train.py", "predict.py"):
+        assert (REPO / "rossmann_jobs" / job).is_file()
+    env = dockerfile_env(dockerfile)
+    assert destinations["dags"] == env["AIRFLOW__CORE__DAGS_FOLDER"]
+    assert destinations["plugins"] == env["AIRFLOW__CORE__PLUGINS_FOLDER"]
+
+
+# --- health and start order -------------------------------------------------------------------------------------
+
+def test_long_running_services_have_health_checks_and_start_in_order(services):
+    one_shots = {name for name, spec in services.items() if spec.get("restart") == "no"}
+    assert one_shots == {"minio-init", "airflow-init", "rossmann-cli"}
+    for name, spec in services.items():
+        if name not in one_shots:
+            test = spec.get("healthcheck", {}).get("test")
+            assert test and test[0] in ("CMD", "CMD-SHELL") and not spec["healthcheck"].get("disable"), \
+                f"{name} has no health check"
+        for dependency, rule in (spec.get("depends_on") or {}).items():
+            assert dependency in services, f"{name} depends on unknown service {dependency}"
+            if rule["condition"] == "service_healthy":
+                assert "healthcheck" in services[dependency], f"{name} waits for {dependency}'s missing health"
+            if rule["condition"] == "service_completed_successfully":
+                assert dependency in one_shots
+    for name in airflow_services(services):
+        if name != "airflow-init":
+            assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+        assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    scheduler_deps = services["airflow-scheduler"]["depends_on"]
+    assert scheduler_deps["minio-init"]["condition"] == "service_completed_successfully"
+    assert scheduler_deps["spark-master"]["condition"] == "service_healthy"
+    assert services["airflow-scheduler"]["environment"]["AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK"] == "True"
+    assert services["airflow-api-server"]["healthcheck"]["test"][-1].endswith("/api/v2/monitor/health")
+
+
+# --- scripts ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("script, shell", [("docker/jobs-env.sh", "bash"), ("docker/airflow/entrypoint.sh", "bash"),
+                                           ("docker/minio/minio-init.sh", "dash")])
+def test_scripts_parse(script, shell):
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    result = subprocess.run([shell, "-n", str(REPO / script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_airflow_entrypoint_writes_a_private_password_file_then_runs_airflow(tmp_path):
+    stub_bin = tmp_path / "bin"
+    stub_bin.mkdir()
+    calls = tmp_path / "airflow-args"
+    (stub_bin / "airflow").write_text(f'#!/bin/sh\necho "$@" > {calls}\n')
+    (stub_bin / "airflow").chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    python_dir = str(Path(shutil.which("python3")).parent)
+    env = {"PATH": f"{stub_bin}:{python_dir}:/usr/bin:/bin", "AIRFLOW_HOME": str(home),
+           "AIRFLOW_ADMIN_PASSWORD": "pw-from-env"}
+    entrypoint = str(REPO / "docker/airflow/entrypoint.sh")
+    subprocess.run(["bash", entrypoint, "api-server", "--port", "8080"], env=env, check=True)
+    password_file = home / "simple_auth_manager_passwords.json.generated"
+    assert json.loads(password_file.read_text()) == {"admin": "pw-from-env"}
+    assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
+    assert calls.read_text().split() == ["api-server", "--port", "8080"]
+
+    password_file.unlink()
+    subprocess.run(["bash", entrypoint, "scheduler"], env={**env, "AIRFLOW_ADMIN_PASSWORD": ""}, check=True)
+    assert not password_file.exists() and calls.read_text().split() == ["scheduler"]
