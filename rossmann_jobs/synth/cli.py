@@ -1,0 +1,140 @@
+"""Command line: `generate` writes the 7 files (+ truth beside them); `land` writes dated drops with _SUCCESS last."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import sys
+from typing import Sequence
+
+from rossmann_jobs import storage
+from rossmann_jobs.spark_session import configure_logging, timed
+from rossmann_jobs.synth.dataset import (DEFAULT_SEED, DEFAULT_SIGMA, DEFAULT_STORES, RAW_FILES, SynthConfig,
+                                         SynthDataset, build_dataset)
+
+log = logging.getLogger("rossmann.synth")
+
+DROP_MARKER = "_SUCCESS"
+TRUTH_SUFFIX = ".truth.json"
+EXPECTED_SUFFIX = ".expected.parquet"
+
+
+def default_truth_uri(out_uri: str) -> str:
+    """The truth sits beside the raw folder, never inside it: <out>.truth.json."""
+    return out_uri.rstrip("/") + TRUTH_SUFFIX
+
+
+def expected_values_uri(truth_uri: str) -> str:
+    base = truth_uri[: -len(".json")] if truth_uri.endswith(".json") else truth_uri
+    return base + EXPECTED_SUFFIX
+
+
+def _check_truth_outside(out_uri: str, truth_uri: str) -> None:
+    if truth_uri.startswith(out_uri.rstrip("/") + "/"):
+        raise ValueError(f"--truth-out {truth_uri} lies inside the raw-data folder {out_uri}; the truth must be "
+                         "kept out of what the pipeline reads. Choose a sibling path (default: <out>.truth.json).")
+
+
+def write_truth(dataset: SynthDataset, truth_uri: str) -> None:
+    side_uri = expected_values_uri(truth_uri)
+    storage.write_bytes(side_uri, dataset.expected_parquet)
+    storage.write_json(truth_uri, {**dataset.truth, "expected_values": side_uri.rsplit("/", 1)[-1]})
+    floors = dataset.truth["noise_floor"]
+    log.info("truth written to %s (+ %s): noise floor exp_rmspe train %.5f, validation %.5f, theoretical %.5f",
+             truth_uri, side_uri, floors["train"]["exp_rmspe"], floors["validation"]["exp_rmspe"],
+             floors["theoretical"])
+
+
+def write_files(dataset: SynthDataset, folder_uri: str) -> None:
+    for name in RAW_FILES:
+        storage.write_bytes(storage.join(folder_uri, name), dataset.files[name])
+
+
+def generate(out_uri: str, config: SynthConfig, truth_uri: str | None = None) -> SynthDataset:
+    truth_uri = truth_uri or default_truth_uri(out_uri)
+    _check_truth_outside(out_uri, truth_uri)
+    with timed("synth: build data set"):
+        dataset = build_dataset(config)
+    with timed(f"synth: write {len(RAW_FILES)} files to {out_uri}"):
+        write_files(dataset, out_uri)
+        write_truth(dataset, truth_uri)
+    return dataset
+
+
+def drop_dates(from_date: dt.date, to_date: dt.date) -> list[dt.date]:
+    if from_date > to_date:
+        raise ValueError(f"--from-date {from_date} is after --to-date {to_date}")
+    return [from_date + dt.timedelta(days=i) for i in range((to_date - from_date).days + 1)]
+
+
+def land(out_uri: str, from_date: dt.date, to_date: dt.date, config: SynthConfig,
+         truth_uri: str | None = None) -> list[str]:
+    """Write one complete drop per date, <out>/<YYYY-MM-DD>/<7 files> then <out>/<YYYY-MM-DD>/_SUCCESS.
+
+    Idempotent: a drop whose marker exists is left untouched (readers may already use it); a drop without its marker
+    (an interrupted run) is rewritten. Returns the drop URIs landed by this call.
+    """
+    truth_uri = truth_uri or default_truth_uri(out_uri)
+    _check_truth_outside(out_uri, truth_uri)
+    dataset: SynthDataset | None = None
+    landed = []
+    for day in drop_dates(from_date, to_date):
+        drop = storage.join(out_uri, day.isoformat())
+        if storage.exists(storage.join(drop, DROP_MARKER)):
+            log.info("drop %s already landed (%s present): skipped", drop, DROP_MARKER)
+            continue
+        if dataset is None:
+            dataset = generate(out_uri=drop, config=config, truth_uri=truth_uri)
+        else:
+            with timed(f"synth: copy drop to {drop}"):
+                write_files(dataset, drop)
+        storage.write_bytes(storage.join(drop, DROP_MARKER), b"")
+        log.info("drop %s landed", drop)
+        landed.append(drop)
+    return landed
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rossmann_jobs.synth", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--out", required=True, help="local folder, file://, s3:// or s3a:// prefix")
+        sub.add_argument("--stores", type=int, default=DEFAULT_STORES, help="number of stores (real data: 1115)")
+        sub.add_argument("--seed", type=int, default=DEFAULT_SEED)
+        sub.add_argument("--sigma", type=float, default=DEFAULT_SIGMA,
+                         help="standard deviation of the log-normal sales noise (sets the noise floor)")
+        sub.add_argument("--truth-out", default=None, help="truth JSON URI (default: <out>.truth.json)")
+
+    common(commands.add_parser("generate", help="write the 7 CSV files of rossmann.tgz"))
+    land_parser = commands.add_parser("land", help="write one dated drop per day, each closed by _SUCCESS")
+    common(land_parser)
+    land_parser.add_argument("--from-date", type=_date, required=True)
+    land_parser.add_argument("--to-date", type=_date, required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    configure_logging()
+    parser = _parser()
+    args = parser.parse_args(argv)
+    config = SynthConfig(stores=args.stores, seed=args.seed, sigma=args.sigma)
+    try:
+        if args.command == "generate":
+            generate(args.out, config, args.truth_out)
+        else:
+            land(args.out, args.from_date, args.to_date, config, args.truth_out)
+    except ValueError as error:
+        parser.error(str(error))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
