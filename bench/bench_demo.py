@@ -1,0 +1,80 @@
+"""End-to-end wall time of the one-command demo (scripts/demo.sh): total and per DAG task; JSON + a table.
+
+    .venvs/airflow/bin/python bench/bench_demo.py [--stores N] [--epochs E] [--full]
+
+Runs the demo in a fresh state dir (its own moto server and SQLite Airflow home), so nothing is cached between
+runs except the two installed environments. Writes bench/out/demo.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATE = "2015-07-31"
+
+
+def machine() -> dict:
+    meminfo = Path("/proc/meminfo").read_text().split("\n")[0].split()
+    return {"cpus": os.cpu_count(), "memory_gib": round(int(meminfo[1]) / 1024 ** 2, 1),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "load_avg_1m_at_start": os.getloadavg()[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stores", type=int, default=None, help="default: the demo's default")
+    parser.add_argument("--epochs", type=int, default=None, help="default: the demo's default")
+    parser.add_argument("--full", action="store_true")
+    args = parser.parse_args()
+
+    demo_args = ["--date", DATE] + (["--full"] if args.full else [])
+    demo_args += ["--stores", str(args.stores)] if args.stores else []
+    demo_args += ["--epochs", str(args.epochs)] if args.epochs else []
+    state_dir = Path(tempfile.mkdtemp(prefix="rossmann-bench-demo-"))
+    env = {**os.environ, "ROSSMANN_STATE_DIR": str(state_dir)}
+    info = machine()
+    started = time.perf_counter()
+    result = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh"), *demo_args], env=env, cwd=REPO,
+                            capture_output=True, text=True)
+    wall_s = time.perf_counter() - started
+    if result.returncode != 0:
+        sys.exit(f"demo failed (exit {result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+
+    summary = json.loads((state_dir / "log" / f"demo-{DATE}.summary.json").read_text())
+    metrics = summary["xcom"]["read_train_metrics"]
+    record = {
+        "benchmark": "demo_end_to_end",
+        "recorded_at": datetime.now(timezone.utc).isoformat(),
+        "machine": {**info, "load_avg_1m_at_end": os.getloadavg()[0]},
+        "demo_args": demo_args,
+        "wall_s": round(wall_s, 1),
+        "tasks_s": {task: round(values["duration_s"] or 0, 1) for task, values in summary["tasks"].items()},
+        "val_exp_rmspe": metrics["best_val_exp_rmspe"],
+        "epochs_run": metrics["epochs_run"],
+        "samples_per_s": metrics["samples_per_s"],
+        "promoted": summary["xcom"]["quality_gate"]["promoted"],
+    }
+    out = REPO / "bench" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "demo.json").write_text(json.dumps(record, indent=2))
+
+    print(f"| step | seconds |\n|---|---:|")
+    for task, seconds in record["tasks_s"].items():
+        print(f"| task {task} | {seconds:.1f} |")
+    print(f"| **demo total (scripts/demo.sh {' '.join(demo_args)})** | **{record['wall_s']:.1f}** |")
+    print(f"\nval exp_rmspe {record['val_exp_rmspe']:.4f}, {record['epochs_run']} epochs, "
+          f"{record['samples_per_s']} samples/s; load average {info['load_avg_1m_at_start']:.1f} -> "
+          f"{record['machine']['load_avg_1m_at_end']:.1f} on {info['cpus']} CPUs; JSON: {out / 'demo.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Benchmark: training throughput of model.fit + hvd.DistributedOptimizer vs a DistributedGradientTape loop.
+
+All variants run inside one horovod.spark.run (so process start-up is paid once) on the reference model, with the
+same per-rank batch size, first from in-memory batches (isolates the training step) and then the job's real input
+(Parquet shard streamed by rossmann_jobs.training.shard_input). Writes bench/out/train_bench_np<N>.json and
+prints a table.
+
+    PYTHONPATH=. .venvs/jobs/bin/spark-submit --master 'local[2]' bench/bench_train.py [--rounds 3] [--steps 25] [--num-proc 2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from rossmann_jobs.spark_session import build_spark_session  # noqa: E402
+from rossmann_jobs.training.feature_set import load_feature_set, scan_files  # noqa: E402
+from rossmann_jobs.training.params import TrainParams  # noqa: E402
+from tests.jobs.feature_fixtures import VOCAB_SIZES, write_features  # noqa: E402
+
+OUT_DIR = REPO_ROOT / "bench" / "out"
+
+
+def bench_fn(train_units, max_sales, batch_size, steps, warmup_steps, rounds):
+    """Runs on every rank; returns {variant: [(seconds, data wait seconds) per round]} measured on this rank.
+
+    Every variant is built and warmed up (traced) first; then the rounds interleave the variants so that load
+    changes on the machine hit all of them alike.
+    """
+    import horovod.tensorflow as hvd_tf
+    import horovod.tensorflow.keras as hvd_keras
+    import numpy as np
+    import tensorflow as tf
+
+    from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
+    from rossmann_jobs.training.feature_set import rank_units
+    from rossmann_jobs.training.model import build_model
+    from rossmann_jobs.training.shard_input import eval_chunks, train_dataset
+
+    hvd_keras.init()
+    threads = max(1, (os.cpu_count() or 1) // hvd_keras.local_size())
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    params = TrainParams(batch_size=batch_size)
+    units = rank_units(train_units, hvd_keras.rank(), hvd_keras.size())
+    columns = {}
+    for chunk in eval_chunks(units, 65_536):
+        for name, values in chunk.items():
+            columns.setdefault(name, []).append(values)
+    columns = {name: np.concatenate(parts) for name, parts in columns.items()}
+    in_memory = (tf.data.Dataset.from_tensor_slices(({c: columns[c] for c in FEATURE_COLS}, columns[LABEL_COL]))
+                 .repeat().batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+    streamed = train_dataset(units, batch_size, (warmup_steps + steps) * rounds, [1], params.seed,
+                             hvd_keras.rank(), params.shuffle_buffer_rows)
+
+    def adam(legacy):
+        factory = tf.keras.optimizers.legacy.Adam if legacy else tf.keras.optimizers.Adam
+        return factory(params.learning_rate, epsilon=params.adam_epsilon)
+
+    def fresh_model():
+        tf.keras.utils.set_random_seed(0)
+        return build_model(VOCAB_SIZES, max_sales, params)
+
+    def fit_variant(legacy):
+        model = fresh_model()
+        model.compile(hvd_keras.DistributedOptimizer(adam(legacy), sparse_as_dense=True), "mae")
+        model.fit(in_memory, steps_per_epoch=warmup_steps, epochs=1, verbose=0,
+                  callbacks=[hvd_keras.callbacks.BroadcastGlobalVariablesCallback(0)])
+
+        def run():
+            started = time.perf_counter()
+            model.fit(in_memory, steps_per_epoch=steps, epochs=1, verbose=0,
+                      callbacks=[hvd_keras.callbacks.MetricAverageCallback()])
+            return time.perf_counter() - started, 0.0
+        return run
+
+    def tape_variant(dataset, legacy):
+        model = fresh_model()
+        optimizer = adam(legacy)
+        hvd_tf.broadcast_variables(model.variables, 0)
+
+        @tf.function
+        def step(features, labels):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.abs(labels - model(features, training=True))) + tf.add_n(model.losses)
+            tape = hvd_tf.DistributedGradientTape(tape, sparse_as_dense=True)
+            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+        iterator = iter(dataset)
+        for _ in range(warmup_steps):
+            step(*next(iterator))
+
+        def run():
+            wait = 0.0
+            started = time.perf_counter()
+            for _ in range(steps):
+                before = time.perf_counter()
+                batch = next(iterator)
+                wait += time.perf_counter() - before
+                step(*batch)
+            return time.perf_counter() - started, wait
+        return run
+
+    variants = {
+        "fit + DistributedOptimizer(Adam)": lambda: fit_variant(legacy=False),
+        "fit + DistributedOptimizer(legacy Adam)": lambda: fit_variant(legacy=True),
+        "tape + Adam": lambda: tape_variant(in_memory, legacy=False),
+        "tape + legacy Adam": lambda: tape_variant(in_memory, legacy=True),
+        "tape + legacy Adam, Parquet stream (the job)": lambda: tape_variant(streamed, legacy=True),
+    }
+    runners, results = {}, {}
+    for name, prepare in variants.items():
+        try:
+            runners[name] = prepare()
+            results[name] = []
+        except Exception as error:  # a variant that does not work on this stack is a result too
+            results[name] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+    for _ in range(rounds):
+        for name, run in runners.items():
+            results[name].append(run())
+    return {"rank": hvd_keras.rank(), "size": hvd_keras.size(), "results": results}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=25, help="timed steps per variant and round")
+    parser.add_argument("--warmup-steps", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=40_000)
+    parser.add_argument("--batch-size", type=int, default=TrainParams().batch_size)
+    parser.add_argument("--num-proc", type=int, default=2)
+    args = parser.parse_args()
+
+    import horovod.spark
+
+    spark = build_spark_session("rossmann-bench-train")
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
+        write_features(tmp, train_rows=args.rows, validation_rows=1000, num_shards=2 * args.num_proc)
+        features = load_feature_set(tmp)
+        units = scan_files(features.train_files)
+        started = time.perf_counter()
+        per_rank = horovod.spark.run(bench_fn, args=(units, features.max_sales, args.batch_size, args.steps,
+                                                     args.warmup_steps, args.rounds), num_proc=args.num_proc,
+                                     stdout=sys.stdout, stderr=sys.stderr, prefix_output_with_timestamp=True)
+        wall = time.perf_counter() - started
+    spark.stop()
+
+    rows = [summarise(name, [rank["results"][name] for rank in per_rank], args)
+            for name in per_rank[0]["results"]]
+    document = {"benchmark": "train step variants", "num_proc": args.num_proc, "batch_size_per_rank": args.batch_size,
+                "steps_per_round": args.steps, "rounds": args.rounds, "warmup_steps": args.warmup_steps,
+                "train_rows": args.rows, "horovod_run_wall_seconds": round(wall, 1),
+                "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                            "python": platform.python_version(), "load_average_1_5_15_before": load_before,
+                            "load_average_1_5_15_after": os.getloadavg()},
+                "results": rows}
+    out = OUT_DIR / f"train_bench_np{args.num_proc}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2))
+    print(f"\n{'variant':46} {'samples/s':>10} {'(min..max)':>14} {'ms/step':>8} {'data wait':>9}")
+    for row in rows:
+        if "error" in row:
+            print(f"{row['variant']:46} ERROR {row['error']}")
+        else:
+            spread = f"{row['samples_per_second_min']}..{row['samples_per_second_max']}"
+            print(f"{row['variant']:46} {row['samples_per_second']:>10} {spread:>14} {row['ms_per_step']:>8} "
+                  f"{row['data_wait_share']:>9.1%}")
+    print(f"({args.num_proc} ranks, batch {args.batch_size}/rank, {args.rounds} rounds x {args.steps} steps; "
+          f"load average {load_before[0]:.1f} before; horovod.spark.run wall time {wall:.0f} s; JSON: {out})")
+
+
+def summarise(name: str, per_rank: list, args: argparse.Namespace) -> dict:
+    """Median over rounds of the slowest rank's time (ranks wait for each other at every allreduce)."""
+    if isinstance(per_rank[0], dict):
+        return {"variant": name, **per_rank[0]}
+    seconds = [max(rank[round_][0] for rank in per_rank) for round_ in range(args.rounds)]
+    waits = [sum(rank[round_][1] for rank in per_rank) / len(per_rank) for round_ in range(args.rounds)]
+    samples = args.steps * args.batch_size * args.num_proc
+    median = statistics.median(seconds)
+    return {"variant": name, "seconds_per_round": [round(s, 2) for s in seconds],
+            "samples_per_second": round(samples / median), "samples_per_second_min": round(samples / max(seconds)),
+            "samples_per_second_max": round(samples / min(seconds)), "ms_per_step": round(1000 * median / args.steps, 1),
+            "data_wait_share": round(statistics.median(w / s for w, s in zip(waits, seconds)), 4)}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""
+### Rossmann store-sales forecast: daily retrain and forecast
+
+`plan_run` → `wait_for_raw_drop` → `prepare_features` → `train_model` → `read_train_metrics` → `quality_gate`
+→ `predict` → `publish_forecast`
+
+* **Data arrival**: the day's raw drop lands under `s3://<bucket>/raw/<as_of>/` (the 7 Rossmann CSV files, then a
+  `_SUCCESS` marker written last). The sensor waits for the marker in *reschedule* mode (it frees its worker slot
+  between pokes) and fails with an actionable message after `raw_drop_timeout_s`.
+* **Point in time**: the prepare job gets `--as-of <as_of>` (the run's logical date `ds`, or the `as_of` param),
+  so a backfill for a past date trains only on rows dated on or before it.
+* **Jobs**: three `spark-submit`s (prepare, train with Horovod-on-Spark, predict). Every job output is
+  run-scoped (`s3://<bucket>/runs/<as_of>/<run_id>/…`) and committed atomically with a `_SUCCESS` manifest;
+  tasks pass only these URIs through XCom.
+* **Quality gate**: the new model is promoted to champion (`s3://<bucket>/models/champion.json`) when there is no
+  champion yet or its validation exp_rmspe ≤ champion's × (1 + `promotion_tolerance`). Predict always uses the
+  champion, so a worse model never reaches the forecast.
+* **Output**: `publish_forecast` writes `s3://<bucket>/forecast/latest.json` (pointing at `submission.csv` and the
+  report) and updates the `rossmann_forecast` asset for data-aware downstream DAGs.
+
+Connections: `spark_default` (master; extra `spark_conf` for cluster-wide Spark settings) and `aws_default`
+(credentials, extra `endpoint_url` for MinIO/moto). Bucket: environment variable `ROSSMANN_BUCKET` (default
+`rossmann`). Job code location: Variables `rossmann_jobs_root` and `rossmann_py_files` (defaults: this repository).
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
+from rossmann.sensors import RawDropSensor
+from rossmann.spark_submit import RossmannSparkSubmitOperator
+
+BUCKET = os.environ.get("ROSSMANN_BUCKET", "rossmann")
+FORECAST_ASSET = Asset(name="rossmann_forecast", uri=f"s3://{BUCKET}/forecast/latest.json")
+DEFAULT_JOBS_ROOT = str(Path(__file__).resolve().parents[1])
+JOBS_ROOT = "{{ var.value.get('rossmann_jobs_root', '%s') }}" % DEFAULT_JOBS_ROOT
+PY_FILES = "{{ var.value.get('rossmann_py_files', '') }}"
+
+PARAMS = {
+    "as_of": Param(None, type=["null", "string"], format="date", title="As-of date",
+                   description="Data cut-off (YYYY-MM-DD). Empty: the run's logical date."),
+    "sample_rate": Param(1.0, type="number", exclusiveMinimum=0, maximum=1, title="Sample rate",
+                         description="Fraction of training rows the prepare job keeps."),
+    "seed": Param(42, type="integer", minimum=0, title="Sampling seed"),
+    "epochs": Param(20, type="integer", minimum=1, maximum=1000, title="Epochs",
+                    description="Upper bound; training stops early on validation exp_rmspe."),
+    "num_proc": Param(2, type="integer", minimum=1, maximum=1024, title="Horovod processes"),
+    "batch_size": Param(100, type="integer", minimum=1, maximum=1_000_000, title="Batch size per process"),
+    "learning_rate": Param(1e-4, type="number", exclusiveMinimum=0, maximum=1, title="Base learning rate",
+                           description="Scaled by the number of Horovod processes inside the train job."),
+    "promotion_tolerance": Param(0.0, type="number", minimum=-1.0, maximum=1.0, title="Promotion tolerance",
+                                 description="Promote if new val exp_rmspe <= champion's x (1 + tolerance). "
+                                             "Negative values demand an improvement; -1 freezes the champion."),
+    "raw_drop_timeout_s": Param(6 * 3600, type="integer", minimum=10, maximum=7 * 24 * 3600,
+                                title="Raw drop timeout (s)",
+                                description="How long the sensor waits for the day's _SUCCESS marker."),
+}
+
+DEFAULT_ARGS = {
+    "owner": "forecasting",
+    "retries": 2,
+    "retry_delay": timedelta(minutes=1),
+    "retry_exponential_backoff": True,
+    "max_retry_delay": timedelta(minutes=15),
+    "execution_timeout": timedelta(hours=3),
+}
+
+
+def spark_job(task_id: str, job_file: str, application_args: list) -> RossmannSparkSubmitOperator:
+    return RossmannSparkSubmitOperator(
+        task_id=task_id,
+        application=f"{JOBS_ROOT}/rossmann_jobs/{job_file}",
+        py_files=PY_FILES,
+        name=f"rossmann-{task_id}",
+        conn_id="spark_default",
+        aws_conn_id="aws_default",
+        application_args=application_args,
+        # One spark-submit of each kind at a time: the jobs size themselves to the whole Spark master.
+        max_active_tis_per_dag=1,
+    )
+
+
+@dag(
+    dag_id="rossmann_forecast",
+    # Data intervals: the run for day D starts after D ends, with ds = D, so as-of D covers only complete days.
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+    start_date=datetime(2015, 7, 1, tzinfo=timezone.utc),
+    catchup=False,
+    # Two runs, so the current day's run waiting for its drop never blocks a manual run or a backfill; the
+    # Spark tasks and the gate still run one at a time (max_active_tis_per_dag below).
+    max_active_runs=2,
+    default_args=DEFAULT_ARGS,
+    params=PARAMS,
+    tags=["rossmann", "forecast", "spark", "horovod"],
+    doc_md=__doc__,
+)
+def rossmann_forecast():
+    @task
+    def plan_run(params=None, dag_run=None, logical_date=None) -> dict[str, str]:
+        """Run-scoped URIs from the as-of date (param, else logical date, else run date) and the run id."""
+        from datetime import date
+
+        from rossmann.uris import plan_run_uris
+
+        if params["as_of"]:
+            as_of = date.fromisoformat(params["as_of"])
+        else:
+            as_of = (logical_date or dag_run.run_after).date()
+        return plan_run_uris(BUCKET, as_of, dag_run.run_id)
+
+    @task
+    def read_train_metrics(plan: dict[str, str]) -> dict:
+        """The committed model's metrics.json, reduced to the numbers the gate and the UI need."""
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+        from rossmann.outputs import committed_attempt_uri, read_json, train_summary
+
+        hook = S3Hook(aws_conn_id="aws_default")
+        attempt = committed_attempt_uri(hook, plan["model"])
+        metrics_uri = f"{attempt}/metrics.json"
+        summary = train_summary(read_json(hook, metrics_uri), metrics_uri)
+        return {**summary, "model_uri": plan["model"], "metrics_uri": metrics_uri}
+
+    # One gate at a time across runs: the champion pointer's read-compare-write must not interleave.
+    @task(max_active_tis_per_dag=1)
+    def quality_gate(plan: dict[str, str], metrics: dict, params=None, dag_run=None) -> dict:
+        """Promote the new model if it is not worse than the champion; predict uses whatever is champion after."""
+        import logging
+        from datetime import datetime, timezone
+
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+        from rossmann.gate import decide_promotion
+        from rossmann.outputs import read_champion, write_json
+
+        hook = S3Hook(aws_conn_id="aws_default")
+        champion = read_champion(hook, plan["champion"])
+        decision = decide_promotion(metrics["best_val_exp_rmspe"], champion, float(params["promotion_tolerance"]))
+        if decision["promoted"]:
+            champion = {"model_uri": metrics["model_uri"], "val_exp_rmspe": metrics["best_val_exp_rmspe"],
+                        "features_uri": plan["features"], "run_id": dag_run.run_id, "as_of": plan["as_of"],
+                        "promoted_at": datetime.now(timezone.utc).isoformat()}
+            write_json(hook, plan["champion"], champion)
+        elif champion is None:
+            raise ValueError(f"No champion model exists and this run's model was not promoted "
+                             f"({decision['reason']}): there is no model to forecast with.")
+        logging.getLogger("rossmann.quality_gate").info(
+            "quality gate: %s -> %s; champion is %s", decision["reason"],
+            "PROMOTED" if decision["promoted"] else "KEPT", champion["model_uri"])
+        return {**decision, "champion_model_uri": champion["model_uri"], "champion_run_id": champion["run_id"]}
+
+    @task(outlets=[FORECAST_ASSET])
+    def publish_forecast(plan: dict[str, str], gate: dict, dag_run=None, outlet_events=None) -> dict:
+        """Check the committed forecast, point `forecast/latest.json` at it and emit the asset event."""
+        from datetime import datetime, timezone
+
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+        from rossmann.outputs import committed_attempt_uri, exists, read_json, write_json
+
+        hook = S3Hook(aws_conn_id="aws_default")
+        attempt = committed_attempt_uri(hook, plan["predictions"])
+        summary = read_json(hook, f"{plan['predictions']}/_SUCCESS").get("summary", {})
+        forecast = {
+            "as_of": plan["as_of"],
+            "run_id": dag_run.run_id,
+            "model_uri": gate["champion_model_uri"],
+            "submission_uri": f"{attempt}/submission.csv",
+            "report_uri": f"{attempt}/report/index.html",
+            "predictions_uri": f"{attempt}/predictions",
+            "forecast_val_exp_rmspe": summary.get("validation_exp_rmspe"),
+            "forecast_rows": summary.get("rows"),
+            "published_at": datetime.now(timezone.utc).isoformat(),
+        }
+        missing = [uri for uri in (forecast["submission_uri"], forecast["report_uri"]) if not exists(hook, uri)]
+        if missing:
+            raise FileNotFoundError(f"The committed predict output lacks {missing}: the predict job's output "
+                                    "contract is in docs/ARCHITECTURE.md")
+        write_json(hook, plan["forecast_pointer"], forecast)
+        outlet_events[FORECAST_ASSET].extra = {key: forecast[key] for key in
+                                               ("as_of", "run_id", "submission_uri", "report_uri")}
+        return forecast
+
+    plan = plan_run()
+    wait_for_raw_drop = RawDropSensor(
+        task_id="wait_for_raw_drop",
+        bucket_key=plan["raw_marker"],
+        aws_conn_id="aws_default",
+        timeout=PARAMS["raw_drop_timeout_s"].value,
+        timeout_param="raw_drop_timeout_s",
+    )
+    prepare = spark_job("prepare_features", "prepare.py", [
+        "--raw", plan["raw"], "--out", plan["features"], "--as-of", plan["as_of"],
+        "--sample-rate", "{{ params.sample_rate }}", "--seed", "{{ params.seed }}",
+    ])
+    train = spark_job("train_model", "train.py", [
+        "--features", plan["features"], "--out", plan["model"],
+        "--num-proc", "{{ params.num_proc }}", "--epochs", "{{ params.epochs }}",
+        "--batch-size", "{{ params.batch_size }}", "--learning-rate", "{{ params.learning_rate }}",
+    ])
+    metrics = read_train_metrics(plan)
+    gate = quality_gate(plan, metrics)
+    predict = spark_job("predict", "predict.py", [
+        "--model", gate["champion_model_uri"], "--features", plan["features"], "--out", plan["predictions"],
+    ])
+    published = publish_forecast(plan, gate)
+
+    wait_for_raw_drop >> prepare >> train >> metrics
+    predict >> published
+
+
+rossmann_forecast()

@@ -1,0 +1,63 @@
+"""Committed job outputs (the `_SUCCESS` manifest protocol of rossmann_jobs.storage) read from S3 via S3Hook."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MANIFEST_NAME = "_SUCCESS"
+
+
+class OutputNotCommittedError(RuntimeError):
+    """A job output has no `_SUCCESS` manifest: the job that writes it did not finish successfully."""
+
+
+def _bucket_key(uri: str) -> tuple[str, str]:
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    return S3Hook.parse_s3_url(uri.replace("s3a://", "s3://", 1))
+
+
+def exists(hook, uri: str) -> bool:
+    bucket, key = _bucket_key(uri)
+    return hook.check_for_key(key, bucket)
+
+
+def read_json(hook, uri: str) -> Any:
+    bucket, key = _bucket_key(uri)
+    return json.loads(hook.read_key(key, bucket))
+
+
+def write_json(hook, uri: str, obj: Any) -> None:
+    """One PUT: on S3 readers see the old object or the new one, never a partial one."""
+    bucket, key = _bucket_key(uri)
+    hook.load_string(json.dumps(obj, indent=2, sort_keys=True), key, bucket, replace=True)
+
+
+def committed_attempt_uri(hook, out_uri: str) -> str:
+    """The attempt prefix named by `<out>/_SUCCESS`, like rossmann_jobs.storage.committed_uri."""
+    manifest_uri = f"{out_uri.rstrip('/')}/{MANIFEST_NAME}"
+    if not exists(hook, manifest_uri):
+        raise OutputNotCommittedError(
+            f"{out_uri} has no committed output ({manifest_uri} is missing): the task that writes it did not "
+            "finish successfully. Clear and re-run that task."
+        )
+    return f"{out_uri.rstrip('/')}/{read_json(hook, manifest_uri)['attempt']}"
+
+
+def read_champion(hook, champion_uri: str) -> dict[str, Any] | None:
+    return read_json(hook, champion_uri) if exists(hook, champion_uri) else None
+
+
+def train_summary(metrics: dict[str, Any], metrics_uri: str) -> dict[str, Any]:
+    """The small subset of the train job's metrics.json that goes to XCom (pure)."""
+    if "best_val_exp_rmspe" not in metrics:
+        raise ValueError(f"{metrics_uri} has no 'best_val_exp_rmspe' key (keys: {sorted(metrics)}); "
+                         "the train job's metrics contract is in docs/ARCHITECTURE.md")
+    return {
+        "best_val_exp_rmspe": float(metrics["best_val_exp_rmspe"]),
+        "best_epoch": metrics.get("best_epoch"),
+        "epochs_run": metrics.get("epochs_run"),
+        "stopped_early": metrics.get("stopped_early"),
+        "samples_per_s": metrics.get("mean_samples_per_second"),
+        "horovod_size": metrics.get("horovod_size"),
+    }

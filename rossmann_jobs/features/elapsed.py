@@ -1,0 +1,39 @@
+"""Event flags and the Before<Event>/After<Event> day counts per store, computed with window functions."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+EVENT_COLS = ["Promo", "StateHoliday", "SchoolHoliday"]
+
+
+def flag_events(df: DataFrame) -> DataFrame:
+    """Promo, StateHoliday, SchoolHoliday as booleans: anything but "0"/0 is an event (as in the example)."""
+    return (df.withColumn("Promo", F.col("Promo") != 0)
+            .withColumn("StateHoliday", F.col("StateHoliday") != "0")
+            .withColumn("SchoolHoliday", F.col("SchoolHoliday") != 0))
+
+
+def add_elapsed(df: DataFrame, eligible: Column, event_cols: Sequence[str] = EVENT_COLS) -> DataFrame:
+    """Add After<col> (>= 0) and Before<col> (<= 0) day counts per Store over the eligible rows.
+
+    After = days since the latest event on or before the row's date, or since the store's first eligible date if
+    there is none; Before = minus the days until the next event on or after the row's date, or until the store's
+    last eligible date. An event on the same date counts for every row of that date, so ties are deterministic.
+    Rows that are not eligible neither contribute nor get meaningful values.
+    """
+    by_date = Window.partitionBy("Store").orderBy("Date")
+    so_far = by_date.rangeBetween(Window.unboundedPreceding, Window.currentRow)
+    from_now = by_date.rangeBetween(Window.currentRow, Window.unboundedFollowing)
+    whole_store = by_date.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    eligible_date = F.when(eligible, F.col("Date"))
+    first_date, last_date = F.min(eligible_date).over(whole_store), F.max(eligible_date).over(whole_store)
+    elapsed = {}
+    for col in event_cols:
+        event_date = F.when(eligible & F.col(col), F.col("Date"))
+        elapsed["After" + col] = F.datediff("Date", F.coalesce(F.max(event_date).over(so_far), first_date))
+        elapsed["Before" + col] = F.datediff("Date", F.coalesce(F.min(event_date).over(from_now), last_date))
+    # One projection, so Spark evaluates every window in a single pass over one sort by (Store, Date).
+    return df.withColumns(elapsed)

@@ -1,0 +1,103 @@
+"""Lookup tables (store, state, Google trend, weather) and their joins onto the sales rows, quarantining misses.
+
+Every lookup is made unique on its join key first (duplicates are quarantined), and every join is a left join
+whose misses are quarantined with a reason, so a join can neither drop nor multiply a sales row.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from rossmann_jobs.features.calendar import expand_date
+from rossmann_jobs.features.raw_schemas import RawFile, WEATHER_FEATURE_COLS
+from rossmann_jobs.features.validate import acceptable, quarantine_duplicates, quarantine_first, quarantine_where
+
+GERMANY_TREND_FILE = "Rossmann_DE"
+# googletrend.csv names Niedersachsen "NI"; store_states.csv and state_names.csv call it "HB,NI".
+TREND_STATE_ALIASES = {"NI": "HB,NI"}
+STORE_COLS = ["StoreType", "Assortment", "CompetitionDistance", "CompetitionOpenSinceMonth",
+              "CompetitionOpenSinceYear", "Promo2", "Promo2SinceWeek", "Promo2SinceYear", "PromoInterval"]
+WEATHER_COLS = [*WEATHER_FEATURE_COLS, "Events"]
+
+
+def accepted(df: DataFrame) -> DataFrame:
+    return df.filter(acceptable())
+
+
+def quarantine_duplicate_keys(df: DataFrame, raw_file: RawFile) -> DataFrame:
+    """Apply the file's uniqueness rules (RawFile.keys)."""
+    for keys in raw_file.keys:
+        df = quarantine_duplicates(df, keys, raw_file.column_names)
+    return df
+
+
+def classify_trend(trend: DataFrame, raw_file: RawFile) -> DataFrame:
+    """googletrend rows + week start Date, State (NI -> HB,NI; null for Rossmann_DE), Year and ISO Week.
+
+    Keys as in Horovod's example: a state row is found by (State, Year, Week), the Germany row by (Year, Week),
+    where Year/Week are those of the week's first day (a Sunday).
+    """
+    state = F.regexp_extract("file", f"^{GERMANY_TREND_FILE}_(.+)$", 1)
+    for code, alias in TREND_STATE_ALIASES.items():
+        state = F.when(state == code, alias).otherwise(state)
+    week_start = F.regexp_extract("week", r"^\s*(\d{4}-\d{2}-\d{2}) - \d{4}-\d{2}-\d{2}\s*$", 1)
+    df = (quarantine_duplicate_keys(trend, raw_file)
+          .withColumn("_week_start", week_start)
+          .withColumn("Date", F.expr("try_cast(nullif(_week_start, '') AS DATE)"))
+          .drop("_week_start")
+          .withColumn("State", F.when(state != "", state))
+          .withColumn("_germany", F.when(F.col("file") == GERMANY_TREND_FILE, F.lit(GERMANY_TREND_FILE))))
+    df = quarantine_where(df, F.col("Date").isNull(), "unparseable week (expected 'YYYY-MM-DD - YYYY-MM-DD')",
+                          "week", raw_file.column_names)
+    df = expand_date(df)
+    df = quarantine_duplicates(df, ["State", "Year", "Week"], raw_file.column_names)
+    return quarantine_duplicates(df, ["_germany", "Year", "Week"], raw_file.column_names)
+
+
+def state_trend(classified_trend: DataFrame) -> DataFrame:
+    return (accepted(classified_trend).filter(F.col("State").isNotNull())
+            .select("State", "Year", "Week", "trend", F.lit(True).alias("_has_trend")))
+
+
+def germany_trend(classified_trend: DataFrame) -> DataFrame:
+    return (accepted(classified_trend).filter(F.col("_germany").isNotNull())
+            .select("Year", "Week", F.col("trend").alias("trend_de"), F.lit(True).alias("_has_trend_de")))
+
+
+def classify_weather(weather: DataFrame, state_names: DataFrame, raw_file: RawFile) -> DataFrame:
+    """weather rows + State (via file == StateName); (State, Date) must be unique among accepted rows.
+
+    Weather of a file that names no state is accepted but unused (the example's inner join ignores it too).
+    """
+    names = accepted(state_names).select(F.col("StateName").alias("file"), "State")
+    df = quarantine_duplicate_keys(weather, raw_file).join(F.broadcast(names), "file", "left")
+    return quarantine_duplicates(df, ["State", "Date"], raw_file.column_names)
+
+
+def weather_by_state(classified_weather: DataFrame) -> DataFrame:
+    return (accepted(classified_weather).filter(F.col("State").isNotNull())
+            .select("State", "Date", *WEATHER_COLS, F.lit(True).alias("_has_weather")))
+
+
+def join_lookups(rows: DataFrame, store: DataFrame, store_states: DataFrame, trend_by_state: DataFrame,
+                 trend_germany: DataFrame, weather: DataFrame, in_scope: str, record_cols: Sequence[str]) -> DataFrame:
+    """Left-join store, state, trends and weather onto rows (which need Store, Date, Year, Week).
+
+    Rows where in_scope is true and a lookup misses are quarantined with the first missing lookup as reason.
+    """
+    store_info = accepted(store).select("Store", *STORE_COLS, F.lit(True).alias("_has_store"))
+    states = accepted(store_states).select("Store", "State", F.lit(True).alias("_has_state"))
+    joined = (rows.join(F.broadcast(store_info), "Store", "left")
+              .join(F.broadcast(states), "Store", "left")
+              .join(F.broadcast(trend_by_state), ["State", "Year", "Week"], "left")
+              .join(F.broadcast(trend_germany), ["Year", "Week"], "left")
+              .join(F.broadcast(weather), ["State", "Date"], "left"))
+    misses = [("_has_store", "Store not in store.csv", "Store"),
+              ("_has_state", "Store not in store_states.csv", "Store"),
+              ("_has_trend", "no googletrend.csv row for the store's (State, Year, Week)", "State,Year,Week"),
+              ("_has_trend_de", f"no {GERMANY_TREND_FILE} googletrend.csv row for (Year, Week)", "Year,Week"),
+              ("_has_weather", "no weather.csv row for (State, Date) via state_names.csv", "State,Date")]
+    checks = [(F.col(in_scope) & F.col(marker).isNull(), reason, column) for marker, reason, column in misses]
+    return quarantine_first(joined, checks, record_cols).drop(*[marker for marker, _reason, _column in misses])

@@ -1,0 +1,102 @@
+"""The prepare pipeline as one composition of pure steps: parsed raw frames -> classified, feature-complete rows."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from rossmann_jobs.features import joins
+from rossmann_jobs.features.calendar import add_competition_and_promo2, expand_date
+from rossmann_jobs.features.elapsed import add_elapsed, flag_events
+from rossmann_jobs.features.raw_schemas import TEST, RawFile
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, LABEL_COL
+from rossmann_jobs.features.split import IN_SCOPE, OUTCOME, SOURCE, Windows, assign_outcome, in_scope
+from rossmann_jobs.features.validate import (PROBLEM, acceptable, quarantine_duplicates,
+                                             quarantine_where)
+
+SALES_COLS = ["Id", "Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo", "StateHoliday",
+              "SchoolHoliday"]
+CLASSIFIED_COLS = [SOURCE, OUTCOME, "Id", "Store", "Date", "Open", LABEL_COL,
+                   *[c for c in CATEGORICAL_COLS + CONTINUOUS_COLS if c != "Store"], PROBLEM]
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """Classified lookup tables (every row, with its quarantine reason if any)."""
+
+    store: DataFrame
+    store_states: DataFrame
+    trend: DataFrame
+    weather: DataFrame
+
+    def persisted(self) -> "Lookups":
+        """The same tables cached as one partition each (they are small and read by every broadcast join)."""
+        return Lookups(*(frame.coalesce(1).persist() for frame in
+                         (self.store, self.store_states, self.trend, self.weather)))
+
+    @property
+    def by_file(self) -> dict[str, DataFrame]:
+        return {"store.csv": self.store, "store_states.csv": self.store_states, "googletrend.csv": self.trend,
+                "weather.csv": self.weather}
+
+
+def classify_lookups(parsed: dict[str, DataFrame], raw_files: dict[str, RawFile]) -> tuple[Lookups, DataFrame]:
+    """Quarantine duplicate / unparseable lookup rows; returns the lookups and the classified state_names."""
+    state_names = joins.quarantine_duplicate_keys(parsed["state_names.csv"], raw_files["state_names.csv"])
+    lookups = Lookups(
+        store=joins.quarantine_duplicate_keys(parsed["store.csv"], raw_files["store.csv"]),
+        store_states=joins.quarantine_duplicate_keys(parsed["store_states.csv"], raw_files["store_states.csv"]),
+        trend=joins.classify_trend(parsed["googletrend.csv"], raw_files["googletrend.csv"]),
+        weather=joins.classify_weather(parsed["weather.csv"], state_names, raw_files["weather.csv"]),
+    )
+    return lookups, state_names
+
+
+def sales_rows(train: DataFrame, test: DataFrame) -> DataFrame:
+    """Parsed train and test rows in one frame (SOURCE tells them apart), test Ids made unique first."""
+    test = (quarantine_duplicates(test, ["Id"], TEST.column_names)
+            .withColumn("Sales", F.lit(None).cast("int")).withColumn("Customers", F.lit(None).cast("int")))
+    return (train.withColumn("Id", F.lit(None).cast("int")).withColumn(SOURCE, F.lit("train"))
+            .select(*SALES_COLS, SOURCE, PROBLEM)
+            .unionByName(test.withColumn(SOURCE, F.lit("test")).select(*SALES_COLS, SOURCE, PROBLEM)))
+
+
+def classify_sales(rows: DataFrame, lookups: Lookups, windows: Windows, sample_rate: float | None,
+                   seed: int) -> DataFrame:
+    """Every sales row with its features and OUTCOME (split, exclusion or quarantine), CLASSIFIED_COLS only.
+
+    One shuffle by Store and one sort by (Store, Date, source) serve every window below (duplicates, store seen
+    in train, elapsed days): the broadcast joins in between keep the rows' partitioning and order.
+    """
+    rows = rows.repartition("Store")
+    rows = quarantine_duplicates(rows, ["Store", "Date"], SALES_COLS, scope_after=[SOURCE])
+    rows = expand_date(rows.withColumn(IN_SCOPE, in_scope(windows.as_of)))
+    rows = joins.join_lookups(rows, lookups.store, lookups.store_states, joins.state_trend(lookups.trend),
+                              joins.germany_trend(lookups.trend), joins.weather_by_state(lookups.weather),
+                              IN_SCOPE, SALES_COLS)
+    rows = _quarantine_unseen_test_stores(rows)
+    rows = add_elapsed(flag_events(rows), eligible=F.col(IN_SCOPE) & acceptable())
+    rows = add_competition_and_promo2(rows)
+    return assign_outcome(rows, windows, sample_rate, seed).select(*CLASSIFIED_COLS)
+
+
+def _quarantine_unseen_test_stores(rows: DataFrame) -> DataFrame:
+    usable_train = (F.col(SOURCE) == "train") & F.col(IN_SCOPE) & acceptable()
+    whole_store = Window.partitionBy("Store").orderBy("Date").rowsBetween(Window.unboundedPreceding,
+                                                                          Window.unboundedFollowing)
+    seen_in_train = F.max(F.when(usable_train, True)).over(whole_store)
+    is_horizon = (F.col(SOURCE) == "test") & F.col(IN_SCOPE)
+    return quarantine_where(rows, is_horizon & seen_in_train.isNull(),
+                            "Store has no accepted train.csv rows on or before as-of", "Store", SALES_COLS)
+
+
+def quarantined_rows(classified: DataFrame, lookups: Lookups, state_names: DataFrame) -> DataFrame:
+    """All quarantined rows of all files as (file, reason, column, record)."""
+    tagged = [classified.select(F.concat(F.col(SOURCE), F.lit(".csv")).alias("file"), PROBLEM)]
+    tagged += [df.select(F.lit(name).alias("file"), PROBLEM)
+               for name, df in {**lookups.by_file, "state_names.csv": state_names}.items()]
+    union = reduce(DataFrame.unionByName, tagged)
+    return union.filter(~acceptable()).select("file", *[F.col(f"{PROBLEM}.{field}").alias(field)
+                                                        for field in ("reason", "column", "record")])

@@ -1,0 +1,91 @@
+"""The seven raw CSV files of the Rossmann drop: expected header, column types, required columns and keys."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import types as T
+
+CORRUPT_COL = "_corrupt_record"
+
+# Column kinds: how a raw text field is parsed (see validate.parse_columns).
+INT, DOUBLE, DATE, STRING = "int", "double", "date", "string"
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """One input file: its columns in header order, how to parse them, and what makes a row acceptable."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    required: tuple[str, ...]
+    keys: tuple[tuple[str, ...], ...] = ()           # each tuple must be unique among valid rows
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # inclusive bounds of numeric columns
+
+    @property
+    def column_names(self) -> list[str]:
+        return [name for name, _kind in self.columns]
+
+    def kind(self, column: str) -> str:
+        return dict(self.columns)[column]
+
+    def text_schema(self) -> T.StructType:
+        """Every column as text plus Spark's corrupt-record column: parsing and checking happen in validate."""
+        return T.StructType([T.StructField(name, T.StringType()) for name in self.column_names]
+                            + [T.StructField(CORRUPT_COL, T.StringType())])
+
+
+_NO_NEGATIVE = (0, 2**31 - 1)
+
+TRAIN = RawFile(
+    "train.csv",
+    (("Store", INT), ("DayOfWeek", INT), ("Date", DATE), ("Sales", INT), ("Customers", INT), ("Open", INT),
+     ("Promo", INT), ("StateHoliday", STRING), ("SchoolHoliday", INT)),
+    required=("Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo", "StateHoliday", "SchoolHoliday"),
+    keys=(("Store", "Date"),),
+    ranges={"DayOfWeek": (1, 7), "Sales": _NO_NEGATIVE, "Customers": _NO_NEGATIVE},
+)
+TEST = RawFile(
+    "test.csv",
+    (("Id", INT), ("Store", INT), ("DayOfWeek", INT), ("Date", DATE), ("Open", INT), ("Promo", INT),
+     ("StateHoliday", STRING), ("SchoolHoliday", INT)),
+    required=("Id", "Store", "DayOfWeek", "Date", "Promo", "StateHoliday", "SchoolHoliday"),  # Open may be blank
+    keys=(("Id",), ("Store", "Date")),
+    ranges={"DayOfWeek": (1, 7)},
+)
+STORE = RawFile(
+    "store.csv",
+    (("Store", INT), ("StoreType", STRING), ("Assortment", STRING), ("CompetitionDistance", DOUBLE),
+     ("CompetitionOpenSinceMonth", INT), ("CompetitionOpenSinceYear", INT), ("Promo2", INT),
+     ("Promo2SinceWeek", INT), ("Promo2SinceYear", INT), ("PromoInterval", STRING)),
+    required=("Store", "StoreType", "Assortment", "Promo2"),
+    keys=(("Store",),),
+    ranges={"CompetitionOpenSinceMonth": (1, 12), "Promo2SinceWeek": (1, 53),
+            "CompetitionOpenSinceYear": (1900, 9999), "Promo2SinceYear": (1900, 9999)},
+)
+STORE_STATES = RawFile("store_states.csv", (("Store", INT), ("State", STRING)), required=("Store", "State"),
+                       keys=(("Store",),))
+STATE_NAMES = RawFile("state_names.csv", (("StateName", STRING), ("State", STRING)),
+                      required=("StateName", "State"), keys=(("StateName",),))
+GOOGLE_TREND = RawFile("googletrend.csv", (("file", STRING), ("week", STRING), ("trend", INT)),
+                       required=("file", "week", "trend"), keys=(("file", "week"),))
+
+WEATHER_FEATURE_COLS = ("Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Max_Humidity",
+                        "Mean_Humidity", "Min_Humidity", "Max_Wind_SpeedKm_h", "Mean_Wind_SpeedKm_h", "CloudCover")
+_WEATHER_HEADER = (
+    "file", "Date", "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Dew_PointC", "MeanDew_PointC",
+    "Min_DewpointC", "Max_Humidity", "Mean_Humidity", "Min_Humidity", "Max_Sea_Level_PressurehPa",
+    "Mean_Sea_Level_PressurehPa", "Min_Sea_Level_PressurehPa", "Max_VisibilityKm", "Mean_VisibilityKm",
+    "Min_VisibilitykM", "Max_Wind_SpeedKm_h", "Mean_Wind_SpeedKm_h", "Max_Gust_SpeedKm_h", "Precipitationmm",
+    "CloudCover", "Events", "WindDirDegrees",
+)
+# Only the columns the features use are parsed and checked; the other weather columns stay unchecked text.
+WEATHER = RawFile(
+    "weather.csv",
+    tuple((name, DATE if name == "Date" else DOUBLE if name in WEATHER_FEATURE_COLS else STRING)
+          for name in _WEATHER_HEADER),
+    required=("file", "Date"),
+    keys=(("file", "Date"),),
+)
+
+RAW_FILES = {f.name: f for f in (TRAIN, TEST, STORE, STORE_STATES, STATE_NAMES, GOOGLE_TREND, WEATHER)}
+LOOKUP_FILES = (STORE, STORE_STATES, STATE_NAMES, GOOGLE_TREND, WEATHER)

@@ -1,0 +1,187 @@
+"""Raw-input validation: header checks, typed parsing with per-row problem flags, quarantine and accounting rules."""
+from __future__ import annotations
+
+import csv
+import io
+import operator
+from functools import reduce
+from typing import Iterable, Mapping, Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from rossmann_jobs.features.raw_schemas import CORRUPT_COL, DATE, DOUBLE, INT, RawFile
+
+# A row's first problem, struct<reason, column, record>; null while the row is acceptable. Each quarantine step
+# refers to it once (coalesce(problem, new problem)), so chained steps keep the query plan linear in size.
+PROBLEM = "_problem"
+REASON, REASON_COLUMN = "_reason", "_reason_column"   # its fields as flat columns, for counting
+
+_PATTERNS = {
+    INT: r"^[+-]?[0-9]+$",
+    DOUBLE: r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$",
+    DATE: r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+}
+_SQL_TYPES = {INT: "INT", DOUBLE: "DOUBLE", DATE: "DATE"}
+EXAMPLES_PER_PROBLEM = 3
+
+
+class RawInputError(ValueError):
+    """The raw drop cannot be prepared; the message names the file, the column and example rows."""
+
+
+# --- file level -------------------------------------------------------------------------------------------------
+
+def parse_header(raw_file: RawFile, head: bytes) -> list[str]:
+    """Check the first line of a file (UTF-8, optional BOM, LF or CRLF); return its column names or raise."""
+    if not head.strip():
+        raise RawInputError(f"{raw_file.name}: the file is empty (expected the header "
+                            f"{','.join(raw_file.column_names)} and data rows).")
+    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    first_line = text.splitlines()[0]
+    header = [name.strip() for name in next(csv.reader(io.StringIO(first_line)))]
+    if len(header) == 1 and len(raw_file.columns) > 1:
+        for delimiter, label in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
+            if delimiter in header[0]:
+                raise RawInputError(
+                    f"{raw_file.name}: wrong delimiter: the header {first_line[:200]!r} is separated by {label}s, "
+                    "expected commas. Re-export the file as comma-separated CSV.")
+    expected = raw_file.column_names
+    missing = [c for c in expected if c not in header]
+    extra = [c for c in header if c not in expected]
+    if missing or extra:
+        raise RawInputError(
+            f"{raw_file.name}: unexpected header {first_line[:300]!r}: missing columns {missing}, extra columns "
+            f"{extra}. Expected exactly: {','.join(expected)}.")
+    if header != expected:
+        raise RawInputError(f"{raw_file.name}: columns are out of order: got {','.join(header)}, expected "
+                            f"{','.join(expected)}.")
+    return header
+
+
+# --- row level --------------------------------------------------------------------------------------------------
+
+def _parsed(column: str, kind: str) -> Column:
+    text = F.trim(F.col(column))
+    if kind not in _PATTERNS:
+        return F.when(text != "", F.col(column))
+    return F.when(text.rlike(_PATTERNS[kind]), F.expr(f"try_cast(trim(`{column}`) AS {_SQL_TYPES[kind]})"))
+
+
+def _text(column: str) -> str:
+    return f"_text_{column}"
+
+
+def problem(reason: str, column: str, record: Column) -> Column:
+    return F.struct(F.lit(reason).alias("reason"), F.lit(column).alias("column"), record.alias("record"))
+
+
+def acceptable() -> Column:
+    """True while a row has no problem."""
+    return F.col(PROBLEM).isNull()
+
+
+def parse_columns(text_df: DataFrame, raw_file: RawFile) -> DataFrame:
+    """Text columns -> typed columns plus PROBLEM, the first problem of each row.
+
+    Problems, first one wins: malformed line (wrong number of fields), unparseable value, missing required
+    value, value out of range. Every column is referenced, so Spark parses whole lines and sees malformed ones.
+    The record of a problem row is the raw line when Spark kept it, else its fields as JSON.
+    """
+    names = raw_file.column_names
+    typed = text_df.select(*[_parsed(name, kind).alias(name) for name, kind in raw_file.columns],
+                           *[F.col(name).alias(_text(name)) for name in names], CORRUPT_COL)
+    record = F.coalesce(F.col(CORRUPT_COL), F.to_json(F.struct(*[F.col(_text(n)).alias(n) for n in names])))
+    checks: list[tuple[Column, str, str]] = [
+        (F.col(CORRUPT_COL).isNotNull(), f"malformed line (expected {len(names)} fields)", "*")]
+    for name in names:
+        has_text = F.trim(F.col(_text(name))) != ""
+        checks.append((has_text & F.col(name).isNull(), f"unparseable {raw_file.kind(name)}", name))
+        if name in raw_file.required:
+            checks.append((F.col(name).isNull() & ~F.coalesce(has_text, F.lit(False)), "missing value", name))
+        if name in raw_file.ranges:
+            low, high = raw_file.ranges[name]
+            label = "negative value" if low == 0 else f"out of range [{low}, {high}]"
+            checks.append(((F.col(name) < low) | (F.col(name) > high), label, name))
+    first = F.coalesce(*[F.when(condition, F.struct(F.lit(reason).alias("reason"), F.lit(column).alias("column")))
+                         for condition, reason, column in checks])
+    return (typed.withColumn("_first", first)
+            .select(*names, F.when(F.col("_first").isNotNull(), F.struct(
+                F.col("_first.reason").alias("reason"), F.col("_first.column").alias("column"),
+                record.alias("record"))).alias(PROBLEM)))
+
+
+def quarantine_first(df: DataFrame, checks: Sequence[tuple[Column, str, str]], record_cols: Sequence[str]) -> DataFrame:
+    """Give acceptable rows the first (condition, reason, column) whose condition holds; null counts as false."""
+    record = F.to_json(F.struct(*record_cols))
+    new = F.coalesce(*[F.when(condition, problem(reason, column, record)) for condition, reason, column in checks])
+    return df.withColumn(PROBLEM, F.coalesce(F.col(PROBLEM), new))
+
+
+def quarantine_where(df: DataFrame, condition: Column, reason: str, column: str,
+                     record_cols: Sequence[str]) -> DataFrame:
+    return quarantine_first(df, [(condition, reason, column)], record_cols)
+
+
+def quarantine_duplicates(df: DataFrame, keys: Sequence[str], record_cols: Sequence[str],
+                          scope_after: Sequence[str] = ()) -> DataFrame:
+    """Quarantine every acceptable row whose key (within scope columns) occurs more than once among them.
+
+    The window partitions by keys then scope_after, so its sort also serves later windows ordered by the keys.
+    All copies go: which one is right cannot be told, and keeping one would make the result order-dependent.
+    """
+    keyed = reduce(operator.and_, [F.col(k).isNotNull() for k in keys])
+    copies = F.count(F.when(acceptable() & keyed, 1)).over(Window.partitionBy(*keys, *scope_after))
+    label = ",".join(keys)
+    return quarantine_where(df, keyed & (copies > 1), f"duplicate key ({label})", label, record_cols)
+
+
+def problem_columns() -> list[Column]:
+    """PROBLEM flattened into REASON and REASON_COLUMN (for counting)."""
+    return [F.col(f"{PROBLEM}.reason").alias(REASON), F.col(f"{PROBLEM}.column").alias(REASON_COLUMN)]
+
+
+# --- thresholds and accounting ----------------------------------------------------------------------------------
+
+def check_reject_fraction(file_name: str, input_rows: int, problems: Mapping[tuple[str, str], int],
+                          examples: Mapping[tuple[str, str], Sequence[str]], max_fraction: float) -> None:
+    """Fail when a file's quarantined share is above max_fraction; the error lists reasons, columns, examples."""
+    rejected = sum(problems.values())
+    if rejected == 0 or rejected <= max_fraction * input_rows:
+        return
+    raise RawInputError(
+        f"{file_name}: {rejected} of {input_rows} rows ({rejected / max(input_rows, 1):.2%}) have row-level "
+        f"problems, more than --max-reject-fraction {max_fraction} allows:\n"
+        + describe_problems(problems, examples)
+        + "\nFix the file, or raise --max-reject-fraction to quarantine these rows into rejected/.")
+
+
+def describe_problems(problems: Mapping[tuple[str, str], int],
+                      examples: Mapping[tuple[str, str], Sequence[str]]) -> str:
+    lines = []
+    for (reason, column), count in sorted(problems.items(), key=lambda item: -item[1]):
+        shown = "; ".join(examples.get((reason, column), [])[:EXAMPLES_PER_PROBLEM])
+        lines.append(f"  - {reason} in column '{column}': {count} rows, e.g. {shown}")
+    return "\n".join(lines)
+
+
+class AccountingError(RuntimeError):
+    """Rows were lost or duplicated between reading and writing: the counts do not add up."""
+
+
+def check_accounting(file_name: str, input_rows: int, outcomes: Mapping[str, int]) -> None:
+    """Every input row must end in exactly one outcome (a split, an exclusion or the quarantine)."""
+    accounted = sum(outcomes.values())
+    if accounted != input_rows:
+        raise AccountingError(
+            f"{file_name}: {input_rows} rows read but {accounted} accounted for ({dict(outcomes)}): "
+            f"{'lost' if accounted < input_rows else 'duplicated'} {abs(input_rows - accounted)} rows, "
+            "most likely in a join. This is a bug in prepare; the output was not committed.")
+
+
+def examples_by_problem(rows: Iterable) -> dict[tuple[str, str], list[str]]:
+    """Group collected (reason, column, record) rows into {(reason, column): [record, ...]}."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        grouped.setdefault((row[0], row[1]), []).append(row[2])
+    return grouped

@@ -1,0 +1,1 @@
+"""Forecast side of the pipeline: model loading, vectorized inference, submission checks, metrics and report."""

@@ -1,0 +1,205 @@
+"""Predict job: forecast the test horizon with the trained model; write submission.csv, predictions and a report.
+
+spark-submit rossmann_jobs/predict.py --model URI --features URI --out URI
+
+--model is a train job output (or the champion copy: same layout), --features a prepare job output; both must be
+committed. The committed attempt under --out holds submission.csv, predictions/ (Parquet, partitioned by split)
+and report/ (index.html + PNG plots). Inference is vectorized: each Python worker loads the model once and
+applies it to whole Arrow batches; nothing but small aggregates and the 2-column submission reaches the driver.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from rossmann_jobs import storage
+from rossmann_jobs.features.spec import (CATEGORICAL_COLS, FEATURE_COLS, LABEL_COL, METADATA_FILE, TEST_DIR,
+                                         VALIDATION_DIR)
+from rossmann_jobs.forecast import metrics, report
+from rossmann_jobs.forecast.inference import BroadcastModel
+from rossmann_jobs.forecast.inputs import (DATE_TYPES, FLOAT_TYPES, INTEGER_TYPES, ForecastInputError,
+                                           check_columns, check_values, example_rows, feature_types, vocab_sizes)
+from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL
+from rossmann_jobs.forecast.model_cache import MODEL_FILE
+from rossmann_jobs.forecast.open_rule import (CLOSED, INVALID, OPEN, OPEN_BLANK, OPEN_STATUS_COL, is_forecast,
+                                              with_open_status)
+from rossmann_jobs.forecast.predictions import (SPLIT_COL, TEST, VALIDATION, test_predictions,
+                                                validation_predictions)
+from rossmann_jobs.forecast.submission import (check_accounting, check_forecast_values, check_submission_ids,
+                                               check_unique_test_ids, csv_bytes)
+from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
+from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
+
+log = logging.getLogger("rossmann.predict")
+
+MODEL_DIR, ARTIFACT_FILE, TRAIN_METRICS_FILE = "model", "artifact.json", "metrics.json"
+SUBMISSION_FILE, PREDICTIONS_DIR, REPORT_DIR = "submission.csv", "predictions", "report"
+WORST_STORES = 5
+CANONICAL_KEY_TYPES = {"Id": "int", "StoreId": "int", "Open": "int", "Date": "date", LABEL_COL: "float"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="train job output URI (committed)")
+    parser.add_argument("--features", required=True, help="prepare job output URI (committed)")
+    parser.add_argument("--out", required=True, help="output URI; committed atomically")
+    return parser.parse_args(argv)
+
+
+def read_split(spark: SparkSession, uri: str, keys: dict[str, tuple[type, ...]], non_null_keys: list[str],
+               sizes: dict[str, int]) -> tuple[DataFrame, int]:
+    """A prepared split with its keys in canonical types, checked against the spec; and its row count."""
+    df = spark.read.parquet(storage.spark_uri(uri))
+    check_columns(df, uri, {**keys, **feature_types()})
+    for column in keys:
+        df = df.withColumn(column, F.col(column).cast(CANONICAL_KEY_TYPES[column]))
+    return df, check_values(df, uri, sizes, non_null_keys + FEATURE_COLS)
+
+
+def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int], mappings: dict
+                ) -> tuple[DataFrame, DataFrame, dict[str, int]]:
+    """(test with OpenStatus, validation, row counts), both re-indexed to the model's vocabularies."""
+    test_uri = storage.join(features_attempt, TEST_DIR)
+    test_keys = {"Id": INTEGER_TYPES, "StoreId": INTEGER_TYPES, "Date": DATE_TYPES, "Open": INTEGER_TYPES}
+    test, _ = read_split(spark, test_uri, test_keys, ["Id", "StoreId", "Date"], sizes)
+    check_unique_test_ids(test, test_uri)
+    validation, validation_rows = read_split(
+        spark, storage.join(features_attempt, VALIDATION_DIR),
+        {"StoreId": INTEGER_TYPES, "Date": DATE_TYPES, LABEL_COL: FLOAT_TYPES}, ["StoreId", "Date", LABEL_COL], sizes)
+    test = with_open_status(remap_indices(test, mappings))
+    status = {row[OPEN_STATUS_COL]: row["count"] for row in test.groupBy(OPEN_STATUS_COL).count().collect()}
+    if status.get(INVALID):
+        invalid = test.filter(F.col(OPEN_STATUS_COL) == INVALID)
+        raise ForecastInputError(f"{test_uri}: column Open must be 0, 1 or blank; {status[INVALID]} row(s) differ, "
+                                 f"e.g. {example_rows(invalid, ['Id', 'StoreId', 'Date', 'Open'])}")
+    if status.get(OPEN_BLANK):
+        log.warning("%d test row(s) have a blank Open: treated as open and forecast", status[OPEN_BLANK])
+    counts = {"test": sum(status.values()), "forecast": status.get(OPEN, 0) + status.get(OPEN_BLANK, 0),
+              "closed": status.get(CLOSED, 0), "blank_open": status.get(OPEN_BLANK, 0),
+              "validation": validation_rows}
+    return test, remap_indices(validation, mappings), counts
+
+
+def check_predictions(predictions: DataFrame, test: DataFrame, counts: dict[str, int]) -> None:
+    """Every test row forecast or closed exactly once, Ids as in the input, forecasts finite and positive."""
+    written = {(row[SPLIT_COL], row[OPEN_STATUS_COL]): row["count"]
+               for row in predictions.groupBy(SPLIT_COL, OPEN_STATUS_COL).count().collect()}
+    forecast = sum(n for (split, status), n in written.items() if split == TEST and status != CLOSED)
+    check_accounting(counts["test"], forecast, written.get((TEST, CLOSED), 0))
+    check_accounting(counts["validation"], written.get((VALIDATION, None), 0), 0)
+    check_submission_ids(test.select("Id"), predictions.filter(F.col(SPLIT_COL) == TEST).select("Id"))
+    check_forecast_values(predictions.filter((F.col(SPLIT_COL) == VALIDATION) | is_forecast()), FORECAST_COL)
+
+
+def model_info(artifact: dict, training_metrics: dict | None) -> list[tuple[str, object]]:
+    """The scalar facts of the artifact (and training metrics) for the report, whatever their names."""
+    rows = [(f"artifact: {k}", v) for k, v in sorted(artifact.items()) if isinstance(v, (str, int, float, bool))]
+    rows += [(f"training: {k}", v) for k, v in sorted((training_metrics or {}).items())
+             if isinstance(v, (str, int, float, bool))]
+    return rows
+
+
+def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_metrics: list[tuple[str, object]],
+                 info: list[tuple[str, object]], validation_rmspe: float | None) -> None:
+    """Aggregate in Spark, plot the small results on the driver, write PNGs and index.html under report_uri."""
+    store_totals = metrics.per_store(validation).toPandas()
+    chosen = report.pick_stores(store_totals)
+    daily = metrics.daily_totals(validation, [ACTUAL_COL, FORECAST_COL]).toPandas()
+    by_store = metrics.daily_totals(validation.filter(F.col("StoreId").isin(chosen)), [ACTUAL_COL, FORECAST_COL],
+                                    by=["StoreId"]).toPandas()
+    horizon = (test.groupBy("Date")
+               .agg(F.sum(FORECAST_COL).alias(FORECAST_COL), F.sum(is_forecast().cast("int")).alias("OpenStores"))
+               .orderBy("Date").toPandas())
+    store_rmspe = dict(zip(store_totals["StoreId"].astype(int), store_totals["rmspe"]))
+    worst = store_totals.dropna(subset=["rmspe"]).sort_values(["rmspe", "StoreId"], ascending=[False, True])
+    files = {
+        report.OVERALL_PNG: report.overall_plot(daily, validation_rmspe),
+        report.STORES_PNG: report.stores_plot(by_store, store_rmspe),
+        report.HORIZON_PNG: report.horizon_plot(horizon),
+        report.INDEX_HTML: report.index_html("Rossmann sales forecast", run_metrics, worst.head(WORST_STORES),
+                                             info).encode("utf-8"),
+    }
+    for name, data in files.items():
+        storage.write_bytes(storage.join(report_uri, name), data)
+
+
+def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str) -> dict:
+    """The whole job on an existing session; returns the commit manifest."""
+    timings: dict[str, float] = {}
+    model_attempt, features_attempt = storage.committed_uri(model_uri), storage.committed_uri(features_uri)
+    model_dir = storage.join(model_attempt, MODEL_DIR)
+    artifact_uri, metadata_uri = storage.join(model_dir, ARTIFACT_FILE), storage.join(features_attempt, METADATA_FILE)
+    artifact, metadata = storage.read_json(artifact_uri), storage.read_json(metadata_uri)
+    metrics_uri = storage.join(model_attempt, TRAIN_METRICS_FILE)
+    training_metrics = storage.read_json(metrics_uri) if storage.exists(metrics_uri) else None
+    log.info("model %s, features %s, out %s", model_attempt, features_attempt, out_uri)
+
+    for uri, document in ((artifact_uri, artifact), (metadata_uri, metadata)):
+        missing = sorted(set(CATEGORICAL_COLS) - set(document.get("vocabularies") or {}))
+        if missing:
+            raise ForecastInputError(f"{uri}: 'vocabularies' (column -> known values in index order) lacks {missing};"
+                                     " needed to check that the model and the features encode values alike")
+    sizes = vocab_sizes(metadata, metadata_uri)
+    mappings = mappings_to_model(metadata["vocabularies"], artifact["vocabularies"])
+    if mappings:
+        log.warning("features and model vocabularies differ; re-indexing %s (values unknown to the model: %s)",
+                    sorted(mappings), unknown_counts(mappings))
+    threads = int(spark.conf.get("spark.task.cpus", "1"))
+    partitions = spark.sparkContext.defaultParallelism
+    attempt = storage.new_attempt_uri(out_uri)
+    predictions_uri = storage.join(attempt, PREDICTIONS_DIR)
+
+    with stage_progress(spark):
+        with timed("read and check inputs", timings):
+            test, validation, counts = read_inputs(spark, features_attempt, sizes, mappings)
+        with timed("forecast and write predictions", timings):
+            model = BroadcastModel(spark, storage.join(model_dir, MODEL_FILE))
+            try:
+                (test_predictions(test, model, threads, partitions)
+                 .unionByName(validation_predictions(validation, model, threads, partitions))
+                 .write.partitionBy(SPLIT_COL).parquet(storage.spark_uri(predictions_uri)))
+            finally:
+                model.destroy()
+        predictions = spark.read.parquet(storage.spark_uri(predictions_uri))
+        with timed("check predictions", timings):
+            check_predictions(predictions, test, counts)
+        split = {name: predictions.filter(F.col(SPLIT_COL) == name) for name in (TEST, VALIDATION)}
+        with timed("write submission", timings):
+            submission = split[TEST].select("Id", F.col(FORECAST_COL).alias("Sales")).toPandas()
+            storage.write_bytes(storage.join(attempt, SUBMISSION_FILE), csv_bytes(submission))
+        with timed("metrics and report", timings):
+            validation_rmspe = metrics.overall_rmspe(split[VALIDATION])
+            log.info("validation exp-RMSPE %s over %d rows", validation_rmspe, counts["validation"])
+            run_metrics = [("validation exp-RMSPE", validation_rmspe), ("validation rows", counts["validation"]),
+                           ("validation window", metadata.get("validation_window")),
+                           ("test rows", counts["test"]), ("forecast (open) rows", counts["forecast"]),
+                           ("of which blank Open (treated as open)", counts["blank_open"]),
+                           ("closed rows (Sales 0)", counts["closed"]), ("horizon", metadata.get("test_window")),
+                           ("as of", metadata.get("as_of")), ("total forecast sales", float(submission["Sales"].sum())),
+                           ("features", features_attempt), ("model", model_attempt)]
+            write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_DIR), run_metrics,
+                         model_info(artifact, training_metrics), validation_rmspe)
+
+    summary = {"rows": counts, "validation_exp_rmspe": validation_rmspe, "model": model_attempt,
+               "features": features_attempt, "remapped_vocabularies": sorted(mappings), "timings_s": timings}
+    manifest = storage.commit(out_uri, attempt, summary)
+    log.info("committed %s: %s", storage.join(out_uri, manifest["attempt"]), summary)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = build_spark_session("rossmann-predict")
+    try:
+        run(spark, args.model, args.features, args.out)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

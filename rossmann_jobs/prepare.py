@@ -1,0 +1,316 @@
+"""Spark job: raw Rossmann CSV drop -> model-ready train/validation/test Parquet, quarantine and metadata.json.
+
+    spark-submit rossmann_jobs/prepare.py --raw URI --out URI --as-of YYYY-MM-DD [--sample-rate F] [--seed N]
+        [--num-shards 16] [--max-reject-fraction 0.001]
+
+Point in time, for --as-of D (see rossmann_jobs/features/split.py):
+- train/validation use only train.csv rows dated <= D, and so do the vocabularies, max_sales and the Before/After
+  day counts (computed over those train rows plus the horizon rows, as Horovod's example does over train + test);
+- the horizon (test split) is every test.csv row dated > D: the whole test period when D lies before it, the rest
+  of it when D lies inside it; the job fails when no test row is dated after D;
+- validation is the horizon shifted back 365 days, (start - 365, end - 365], cut at D, or the last L days up to D
+  (L = the horizon's length) when the shifted window lies entirely after D.
+Vocabularies are the sorted values seen in the train + validation rows (Sales > 0, before sampling) and the
+horizon rows; max_sales is the largest Sales among those train + validation rows. --sample-rate samples the
+train/validation rows after their features are computed (never the horizon), deterministically per (Store, Date).
+
+Every input row ends in exactly one place, checked before commit: a split, an exclusion (after as-of, before the
+horizon, zero sales, sampled out) or rejected/ with its reason. Files, columns and headers are checked up front;
+row-level problems are quarantined while they stay under --max-reject-fraction of their file, else the job fails
+naming the file, reason, column and example rows. Output is committed atomically (storage.commit).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import sys
+from functools import reduce
+from datetime import date, datetime, timezone
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from rossmann_jobs import storage
+from rossmann_jobs.features import encode, split
+from rossmann_jobs.features.pipeline import Lookups, classify_lookups, classify_sales, quarantined_rows, sales_rows
+from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRAIN, RawFile
+from rossmann_jobs.features.spec import (FEATURE_COLS, LABEL_COL, METADATA_FILE, REJECTED_DIR, STORE_ID_COL,
+                                         TEST_DIR, TRAIN_DIR, VALIDATION_DIR)
+from rossmann_jobs.features.validate import (EXAMPLES_PER_PROBLEM, REASON, REASON_COLUMN, AccountingError,
+                                             RawInputError, acceptable, check_accounting, check_reject_fraction,
+                                             examples_by_problem, parse_columns, parse_header, problem_columns)
+from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
+
+log = logging.getLogger("rossmann.prepare")
+
+DEFAULT_NUM_SHARDS = 16
+DEFAULT_MAX_REJECT_FRACTION = 0.001
+HEAD_BYTES = 64 * 1024
+SPLIT_COLUMNS = {
+    TRAIN_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
+    VALIDATION_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
+    TEST_DIR: ["Id", STORE_ID_COL, "Date", "Open", *FEATURE_COLS],
+}
+TRAINING_OUTCOMES = (split.TRAIN, split.VALIDATION, split.SAMPLED_OUT)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--raw", required=True, help="URI of the folder holding the 7 raw CSV files")
+    parser.add_argument("--out", required=True, help="output URI (committed atomically)")
+    parser.add_argument("--as-of", required=True, type=date.fromisoformat, help="YYYY-MM-DD: last known sales day")
+    parser.add_argument("--sample-rate", type=float, default=None, help="fraction of train/validation rows to keep")
+    parser.add_argument("--seed", type=int, default=42, help="seed of the deterministic sample")
+    parser.add_argument("--num-shards", type=int, default=DEFAULT_NUM_SHARDS, help="Parquet files per split")
+    parser.add_argument("--max-reject-fraction", type=float, default=DEFAULT_MAX_REJECT_FRACTION,
+                        help="per file, the largest share of rows that may be quarantined instead of failing")
+    args = parser.parse_args(argv)
+    if args.sample_rate is not None and not 0 < args.sample_rate <= 1:
+        parser.error("--sample-rate must be in (0, 1]")
+    if args.num_shards < 1:
+        parser.error("--num-shards must be >= 1")
+    return args
+
+
+# --- input ------------------------------------------------------------------------------------------------------
+
+def inspect_raw_files(raw_uri: str) -> dict[str, dict[str, Any]]:
+    """Presence, header and checksum of every raw file (one streamed read each); raises RawInputError."""
+    missing = [name for name in RAW_FILES if not storage.exists(storage.join(raw_uri, name))]
+    if missing:
+        raise RawInputError(f"{', '.join(missing)}: missing from the raw drop {raw_uri} (it must hold "
+                            f"{', '.join(RAW_FILES)}). Check the landing task for this date.")
+    return {name: _inspect(storage.join(raw_uri, name), raw_file) for name, raw_file in RAW_FILES.items()}
+
+
+def _inspect(uri: str, raw_file: RawFile) -> dict[str, Any]:
+    filesys, path = storage.filesystem(uri)
+    digest, head, size = hashlib.sha256(), b"", 0
+    with filesys.open_input_stream(path) as stream:
+        while chunk := stream.read(1 << 20):
+            head += chunk[:max(0, HEAD_BYTES - len(head))]
+            digest.update(chunk)
+            size += len(chunk)
+    parse_header(raw_file, head)
+    return {"sha256": digest.hexdigest(), "bytes": size}
+
+
+def read_text_csv(spark: SparkSession, uri: str, raw_file: RawFile) -> DataFrame:
+    """The file as text columns; malformed lines land in CORRUPT_COL (header already checked by parse_header)."""
+    return spark.read.csv(storage.spark_uri(uri), schema=raw_file.text_schema(), header=True, mode="PERMISSIVE",
+                          columnNameOfCorruptRecord=CORRUPT_COL, enforceSchema=True, encoding="UTF-8")
+
+
+def count_input_rows(spark: SparkSession, raw_uri: str) -> dict[str, int]:
+    """Rows per file as the CSV reader sees them: the independent side of the accounting check."""
+    per_file = [read_text_csv(spark, storage.join(raw_uri, name), raw_file).select(F.lit(name).alias("file"))
+                for name, raw_file in RAW_FILES.items()]
+    counted = dict(reduce(DataFrame.unionByName, per_file).groupBy("file").count().collect())
+    counts = {name: counted.get(name, 0) for name in RAW_FILES}
+    empty = [name for name, count in counts.items() if count == 0]
+    if empty:
+        raise RawInputError(f"{', '.join(empty)}: the file has a header but no data rows ({raw_uri}).")
+    return counts
+
+
+def horizon_dates(test: DataFrame, as_of: date) -> tuple[date, date]:
+    """First and last date of the parseable test rows after as_of."""
+    first, last = (test.filter(acceptable() & (F.col("Date") > F.lit(as_of)))
+                   .agg(F.min("Date"), F.max("Date")).first())
+    if first is None:
+        span = test.filter(acceptable()).agg(F.min("Date"), F.max("Date")).first()
+        raise RawInputError(f"test.csv: no row is dated after --as-of {as_of} (its dates span {span[0]} .. "
+                            f"{span[1]}): there is nothing to forecast. Use an earlier as-of date or a newer drop.")
+    return first, last
+
+
+# --- accounting -------------------------------------------------------------------------------------------------
+
+def outcome_counts(classified: DataFrame) -> list[dict[str, Any]]:
+    """Rows and max Sales per (file, outcome, reason, column) in one pass over the classified rows."""
+    grouped = (classified.groupBy(split.SOURCE, split.OUTCOME, *problem_columns())
+               .agg(F.count(F.lit(1)).alias("rows"), F.max(LABEL_COL).alias("max_sales")))
+    return [row.asDict() for row in grouped.collect()]
+
+
+def lookup_counts(frames: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
+    """Rows per (reason, column) of every lookup file, in one job."""
+    tagged = [frame.select(F.lit(name).alias("file"), *problem_columns()) for name, frame in frames.items()]
+    grouped = reduce(DataFrame.unionByName, tagged).groupBy("file", REASON, REASON_COLUMN).count()
+    counts: dict[str, list[dict[str, Any]]] = {name: [] for name in frames}
+    for row in grouped.collect():
+        counts[row["file"]].append({REASON: row[REASON], REASON_COLUMN: row[REASON_COLUMN], "rows": row["count"]})
+    return counts
+
+
+def problem_examples(quarantine: DataFrame) -> dict[str, dict[tuple[str, str], list[str]]]:
+    """Up to EXAMPLES_PER_PROBLEM records per (file, reason, column)."""
+    from pyspark.sql import Window
+
+    ranked = quarantine.withColumn(
+        "_n", F.row_number().over(Window.partitionBy("file", "reason", "column").orderBy("record")))
+    rows = ranked.filter(F.col("_n") <= EXAMPLES_PER_PROBLEM).select("file", "reason", "column", "record").collect()
+    by_file: dict[str, list] = {}
+    for row in rows:
+        by_file.setdefault(row["file"], []).append((row["reason"], row["column"], row["record"]))
+    return {name: examples_by_problem(items) for name, items in by_file.items()}
+
+
+def file_ledgers(input_rows: dict[str, int], sales_groups: list[dict], lookup_groups: dict[str, list[dict]]
+                 ) -> tuple[dict[str, dict[str, int]], dict[str, dict[tuple[str, str], int]]]:
+    """Per file: rows per outcome; and per file: quarantined rows per (reason, column)."""
+    outcomes: dict[str, dict[str, int]] = {name: {} for name in input_rows}
+    problems: dict[str, dict[tuple[str, str], int]] = {name: {} for name in input_rows}
+    groups = [(f"{g[split.SOURCE]}.csv", g[split.OUTCOME], g) for g in sales_groups]
+    groups += [(name, split.QUARANTINED if g[REASON] else "accepted", g)
+               for name, gs in lookup_groups.items() for g in gs]
+    for name, outcome, group in groups:
+        outcomes[name][outcome] = outcomes[name].get(outcome, 0) + group["rows"]
+        if group[REASON]:
+            key = (group[REASON], group[REASON_COLUMN])
+            problems[name][key] = problems[name].get(key, 0) + group["rows"]
+    return outcomes, problems
+
+
+# --- output -----------------------------------------------------------------------------------------------------
+
+def split_frame(classified: DataFrame, name: str, vocabularies: dict[str, list]) -> DataFrame:
+    rows = encode.encode_features(classified.filter(F.col(split.OUTCOME) == name), vocabularies)
+    if name != TEST_DIR:
+        rows = encode.log_label(rows)
+    return rows.select(*SPLIT_COLUMNS[name])
+
+
+def write_shards(frame: DataFrame, uri: str, num_shards: int) -> list[dict[str, Any]]:
+    """num_shards Parquet files of near-equal row counts (round-robin), so rank r can read files[r::size]."""
+    frame.repartition(num_shards).write.mode("errorifexists").parquet(storage.spark_uri(uri))
+    return parquet_file_rows(uri)
+
+
+def parquet_file_rows(uri: str) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    shards = []
+    for file_uri in storage.list_files(uri):
+        if file_uri.endswith(".parquet"):
+            filesys, path = storage.filesystem(file_uri)
+            with filesys.open_input_file(path) as handle:
+                shards.append({"file": file_uri[len(uri.rstrip("/")) + 1:],
+                               "rows": pq.ParquetFile(handle).metadata.num_rows})
+    return shards
+
+
+# --- the job ----------------------------------------------------------------------------------------------------
+
+def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rate: float | None = None,
+                seed: int = 42, num_shards: int = DEFAULT_NUM_SHARDS,
+                max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION) -> dict[str, Any]:
+    """Prepare features for as_of from the drop at raw, commit them at out; returns metadata.json's content."""
+    timings: dict[str, float] = {}
+    with timed("inspect raw files (presence, header, sha256)", timings):
+        checksums = inspect_raw_files(raw)
+    with timed("count input rows", timings):
+        input_rows = count_input_rows(spark, raw)
+    log.info("input rows: %s", input_rows)
+
+    parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw, name), raw_file), raw_file)
+              for name, raw_file in RAW_FILES.items()}
+    lookups, state_names = classify_lookups(parsed, RAW_FILES)
+    lookups, state_names = lookups.persisted(), state_names.coalesce(1).persist()
+    with timed("horizon dates", timings):
+        windows = split.plan_windows(as_of, *horizon_dates(parsed[TEST.name], as_of))
+    log.info("windows: %s", windows.as_json())
+
+    classified = classify_sales(sales_rows(parsed[TRAIN.name], parsed[TEST.name]), lookups, windows,
+                                sample_rate, seed).persist()
+    with timed("classify rows (validate, join, elapsed, outcome)", timings):
+        sales_groups = outcome_counts(classified)
+        lookup_groups = lookup_counts({**lookups.by_file, "state_names.csv": state_names})
+    outcomes, problems = file_ledgers(input_rows, sales_groups, lookup_groups)
+    log.info("row outcomes per file: %s", outcomes)
+    quarantine = quarantined_rows(classified, lookups, state_names)
+    if any(problems.values()):
+        examples = problem_examples(quarantine)
+        for name, file_problems in problems.items():
+            check_reject_fraction(name, input_rows[name], file_problems, examples.get(name, {}), max_reject_fraction)
+            if file_problems:
+                log.warning("%s: quarantining %d rows: %s", name, sum(file_problems.values()), file_problems)
+    for name in RAW_FILES:
+        check_accounting(name, input_rows[name], outcomes[name])
+    split_rows = {name: outcomes[f"{'test' if name == TEST_DIR else 'train'}.csv"].get(name, 0)
+                  for name in SPLIT_COLUMNS}
+    empty = [name for name, rows in split_rows.items() if rows == 0]
+    if empty:
+        raise RawInputError(f"no rows for the {', '.join(empty)} split(s) with --as-of {as_of} "
+                            f"(windows {windows.as_json()}, outcomes {outcomes}).")
+
+    with timed("vocabularies", timings):
+        value_sets = encode.vocabulary_sets(
+            classified.filter(F.col(split.OUTCOME).isin(*TRAINING_OUTCOMES, split.TEST))).first().asDict()
+        vocabularies = encode.sorted_vocabularies(value_sets)
+    max_sales = max(g["max_sales"] for g in sales_groups if g[split.OUTCOME] in TRAINING_OUTCOMES)
+
+    attempt = storage.new_attempt_uri(out)
+    shards: dict[str, list] = {}
+    for name in SPLIT_COLUMNS:
+        with timed(f"write {name} split", timings):
+            shards[name] = write_shards(split_frame(classified, name, vocabularies), storage.join(attempt, name),
+                                        num_shards)
+        written = sum(shard["rows"] for shard in shards[name])
+        if written != split_rows[name]:
+            raise AccountingError(f"{name} split: {written} rows written but {split_rows[name]} classified.")
+    with timed("write rejected rows", timings):
+        quarantine.coalesce(1).write.mode("errorifexists").json(storage.spark_uri(storage.join(attempt, REJECTED_DIR)))
+    classified.unpersist()
+
+    metadata = {
+        "feature_spec": encode.feature_spec(vocabularies),
+        "vocabularies": vocabularies,
+        "max_sales": float(max_sales),
+        "row_counts": {**split_rows, "rejected": sum(sum(p.values()) for p in problems.values()),
+                       "files": outcomes,
+                       "quarantine_reasons": {name: {f"{reason} [{column}]": rows
+                                                     for (reason, column), rows in file_problems.items()}
+                                              for name, file_problems in problems.items() if file_problems}},
+        "as_of": as_of.isoformat(),
+        "test_window": {"start": windows.test_start.isoformat(), "end": windows.test_end.isoformat()},
+        "validation_window": {"start": windows.validation_start.isoformat(),
+                              "end": windows.validation_end.isoformat(), "rule": windows.validation_rule},
+        "point_in_time": ("train/validation: train.csv rows dated <= as_of; test: test.csv rows dated > as_of; "
+                          "vocabularies and Before/After day counts use only those rows"),
+        "input_checksums": checksums,
+        "raw": raw,
+        "num_shards": num_shards,
+        "shards": shards,
+        "sample_rate": sample_rate,
+        "seed": seed,
+        "max_reject_fraction": max_reject_fraction,
+        "rejected_format": "JSON lines: file, reason, column, record",
+        "created_at": datetime.now(timezone.utc).isoformat(),
+        "timings_s": timings,
+    }
+    storage.write_json(storage.join(attempt, METADATA_FILE), metadata)
+    storage.commit(out, attempt, {"as_of": metadata["as_of"], "row_counts": split_rows})
+    log.info("committed %s: %s", attempt, split_rows)
+    return metadata
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = build_spark_session("rossmann-prepare")
+    try:
+        with stage_progress(spark), timed("prepare"):
+            run_prepare(spark, args.raw, args.out, args.as_of, args.sample_rate, args.seed, args.num_shards,
+                        args.max_reject_fraction)
+    except (RawInputError, AccountingError) as error:
+        log.error("prepare failed: %s", error)
+        return 2
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

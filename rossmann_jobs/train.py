@@ -1,0 +1,171 @@
+"""Train job: data-parallel training of the Rossmann model with horovod.spark.run, committing the model artifact.
+
+spark-submit rossmann_jobs/train.py --features URI --out URI [--num-proc N] [--epochs E] [--batch-size B]
+    [--learning-rate LR] [--resume/--no-resume] [--hidden-units 1000,1000,1000,500] [--embedding-dim 10]
+
+Each Horovod rank streams its own Parquet shard from the store; nothing is collected to the driver. Rank 0 writes a
+checkpoint to <out>/checkpoints/ every epoch; a re-run of the same --out resumes from it (unless --no-resume).
+Fault injection for tests: ROSSMANN_TRAIN_KILL_AFTER_EPOCH=K makes the last rank SIGKILL itself after epoch K's
+checkpoint (inert when unset).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+from rossmann_jobs import storage
+from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
+from rossmann_jobs.training import checkpoint, report
+from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
+from rossmann_jobs.training.params import TrainParams
+from rossmann_jobs.training.worker import WorkerConfig, train_fn
+
+log = logging.getLogger("rossmann.train")
+
+KILL_AFTER_EPOCH_ENV = "ROSSMANN_TRAIN_KILL_AFTER_EPOCH"
+# A dead or stuck rank must fail the job, not hang it; each can be overridden from the environment.
+WORKER_TIMEOUT_ENV = {
+    "HOROVOD_GLOO_TIMEOUT_SECONDS": "120",          # rendezvous / connecting to peers
+    "HOROVOD_STALL_CHECK_TIME_SECONDS": "120",      # warn when ranks stop submitting the same collectives
+    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "900",   # ... and shut down Horovod when that lasts this long
+}
+DEFAULT_START_TIMEOUT_S = 300
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    defaults = TrainParams()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--features", required=True, help="URI of the prepare job's output")
+    parser.add_argument("--out", required=True, help="URI of this run's training output")
+    parser.add_argument("--num-proc", type=int, help="Horovod processes (default: the executors' task slots)")
+    parser.add_argument("--epochs", type=int, default=defaults.epochs)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size, help="per rank")
+    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
+                        help="per rank; warmed up to learning rate x Horovod size")
+    parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                        help="resume from <out>/checkpoints/ if a checkpoint is there (default: yes)")
+    parser.add_argument("--hidden-units", default=",".join(map(str, defaults.hidden_units)))
+    parser.add_argument("--embedding-dim", type=int, default=defaults.embedding_dim)
+    args = parser.parse_args(argv)
+    for name in ("epochs", "batch_size", "embedding_dim"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.num_proc is not None and args.num_proc < 1:
+        parser.error("--num-proc must be >= 1")
+    return args
+
+
+def default_num_proc(master: str, conf: dict[str, str], default_parallelism: int) -> int:
+    """One Horovod process per task slot the application can get.
+
+    local[N]: N. On a cluster the configured caps (spark.cores.max, or executor instances x cores) are preferred to
+    defaultParallelism, which only counts executors registered so far. Divided by spark.task.cpus.
+    """
+    task_cpus = int(conf.get("spark.task.cpus", "1"))
+    if master.startswith("local"):
+        slots = default_parallelism
+    elif "spark.cores.max" in conf:
+        slots = int(conf["spark.cores.max"])
+    elif "spark.executor.instances" in conf and "spark.executor.cores" in conf:
+        slots = int(conf["spark.executor.instances"]) * int(conf["spark.executor.cores"])
+    else:
+        slots = default_parallelism
+    return max(1, slots // task_cpus)
+
+
+def resolve_num_proc(requested: int | None, spark, train_files: int) -> int:
+    """Every rank must own at least one train file: an explicit request above that fails, a default is capped."""
+    if requested is not None:
+        if requested > train_files:
+            raise FeatureDataError(f"--num-proc {requested} exceeds the {train_files} train files: each rank reads "
+                                   "whole files. Lower --num-proc or write more shards in the prepare job.")
+        return requested
+    context = spark.sparkContext
+    slots = default_num_proc(context.master, dict(context.getConf().getAll()), context.defaultParallelism)
+    if slots > train_files:
+        log.warning("capping num_proc from %d task slots to the %d train files", slots, train_files)
+    return min(slots, train_files)
+
+
+def worker_env() -> dict[str, str]:
+    return {key: os.environ.get(key, default) for key, default in WORKER_TIMEOUT_ENV.items()}
+
+
+def params_from_args(args: argparse.Namespace) -> TrainParams:
+    hidden_units = tuple(int(units) for units in args.hidden_units.split(",") if units.strip())
+    return TrainParams(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+                       hidden_units=hidden_units, embedding_dim=args.embedding_dim)
+
+
+def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
+    import horovod.spark
+
+    start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
+    return horovod.spark.run(train_fn, args=(config,), num_proc=num_proc, start_timeout=start_timeout,
+                             env=worker_env(), stdout=sys.stdout, stderr=sys.stderr, verbose=1,
+                             prefix_output_with_timestamp=True)
+
+
+def write_outputs(attempt: str, features: FeatureSet, summary: dict[str, Any], params: TrainParams,
+                  num_proc: int, timings: dict[str, float]) -> None:
+    storage.write_bytes(storage.join(attempt, "model", "model.h5"), storage.read_bytes(summary["best_model"]))
+    storage.write_json(storage.join(attempt, "model", "artifact.json"),
+                       report.artifact_description(features, summary, params))
+    storage.write_json(storage.join(attempt, "metrics.json"),
+                       report.metrics_document(summary, params, num_proc, timings))
+    storage.write_bytes(storage.join(attempt, "training_curves.png"),
+                        report.training_curves_png(summary["history"], summary["best_epoch"]))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    spark = build_spark_session("rossmann-train")
+    timings: dict[str, float] = {}
+    try:
+        with timed("scan features", timings):
+            features = load_feature_set(args.features)
+            train_units = scan_files(features.train_files)
+            validation_units = scan_files(features.validation_files)
+        if not any(unit.rows for unit in validation_units):
+            raise FeatureDataError(f"{features.attempt_uri}: the validation set is empty; early stopping and "
+                                   "best-model selection need it. Re-run prepare with a validation window.")
+        num_proc = resolve_num_proc(args.num_proc, spark, len(features.train_files))
+        params = params_from_args(args)
+        checkpoints = checkpoint.checkpoint_root(args.out)
+        if not args.resume and storage.exists(checkpoints):
+            log.info("--no-resume: removing old checkpoints under %s", checkpoints)
+            storage.delete_prefix(checkpoints)
+        kill_after = os.environ.get(KILL_AFTER_EPOCH_ENV)
+        config = WorkerConfig(train_units=train_units, validation_units=validation_units,
+                              vocab_sizes=features.vocab_sizes, max_sales=features.max_sales,
+                              params=params.to_dict(), checkpoint_root=checkpoints,
+                              features_attempt=features.attempt_uri, resume=args.resume,
+                              kill_after_epoch=int(kill_after) if kill_after else None)
+        log.info("training on %s (%d train files, %d rows) with %d Horovod processes, %d epochs, batch %d/rank",
+                 features.attempt_uri, len(features.train_files), sum(u.rows for u in train_units), num_proc,
+                 params.epochs, params.batch_size)
+        with stage_progress(spark, interval_s=60), timed("horovod training", timings):
+            results = run_horovod(config, num_proc)
+        summary = results[0]
+        for rank_result in results:
+            shard = rank_result["shard"]
+            log.info("rank %d trained on %d rows from %d files", shard["rank"], shard["train_rows"],
+                     len(shard["train_files"]))
+        with timed("write outputs", timings):
+            attempt = storage.new_attempt_uri(args.out)
+            write_outputs(attempt, features, summary, params, num_proc, timings)
+            storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
+                                               "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
+                                               "horovod_size": summary["horovod_size"],
+                                               "epochs_run": len(summary["history"])})
+        log.info("committed %s: best epoch %s, val exp_rmspe %.5f", attempt, summary["best_epoch"],
+                 summary["best_val_exp_rmspe"])
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

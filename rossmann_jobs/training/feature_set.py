@@ -1,0 +1,133 @@
+"""Locate the prepare job's committed features and check their Parquet footers (schema, row counts, nulls) up front."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rossmann_jobs import storage
+from rossmann_jobs.features.spec import (CATEGORICAL_COLS, CONTINUOUS_COLS, KEY_COLS, LABEL_COL, METADATA_FILE,
+                                         TRAIN_DIR, VALIDATION_DIR)
+
+EXPECTED_TYPES = {**{col: "int32" for col in CATEGORICAL_COLS},
+                  **{col: "float" for col in CONTINUOUS_COLS},  # pyarrow names float32 "float"
+                  LABEL_COL: "float"}
+TRAINING_COLUMNS = [*CATEGORICAL_COLS, *CONTINUOUS_COLS, LABEL_COL]
+
+
+class FeatureDataError(ValueError):
+    """The prepared features do not follow the contract in rossmann_jobs/features/spec.py."""
+
+
+@dataclass(frozen=True)
+class ParquetUnit:
+    """One row group of one Parquet file: the unit a rank reads and shuffles."""
+    uri: str
+    row_group: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    features_uri: str          # the prepare job's output URI, as given
+    attempt_uri: str           # the committed attempt under it
+    metadata: dict[str, Any]
+    train_files: list[str]
+    validation_files: list[str]
+
+    @property
+    def vocab_sizes(self) -> dict[str, int]:
+        return {entry["name"]: int(entry["vocab_size"]) for entry in self.metadata["feature_spec"]["categorical"]}
+
+    @property
+    def max_sales(self) -> float:
+        return float(self.metadata["max_sales"])
+
+
+def parquet_files(prefix_uri: str) -> list[str]:
+    return [uri for uri in storage.list_files(prefix_uri) if uri.endswith(".parquet")]
+
+
+def load_feature_set(features_uri: str) -> FeatureSet:
+    """Read metadata.json of the committed features and list the train/validation Parquet files."""
+    attempt = storage.committed_uri(features_uri)
+    metadata_uri = storage.join(attempt, METADATA_FILE)
+    metadata = storage.read_json(metadata_uri)
+    check_feature_spec(metadata, metadata_uri)
+    train_files = parquet_files(storage.join(attempt, TRAIN_DIR))
+    if not train_files:
+        raise FeatureDataError(f"{storage.join(attempt, TRAIN_DIR)} holds no Parquet files: re-run the prepare job.")
+    return FeatureSet(features_uri, attempt, metadata, train_files,
+                      parquet_files(storage.join(attempt, VALIDATION_DIR)))
+
+
+def check_feature_spec(metadata: dict[str, Any], metadata_uri: str) -> None:
+    """The model's inputs are fixed by spec.py; the metadata must describe exactly those columns, in order."""
+    spec = metadata.get("feature_spec") or {}
+    categorical = [entry.get("name") for entry in spec.get("categorical", [])]
+    problems = []
+    if categorical != CATEGORICAL_COLS:
+        problems.append(f"feature_spec.categorical names {categorical} != expected {CATEGORICAL_COLS}")
+    if list(spec.get("continuous", [])) != CONTINUOUS_COLS:
+        problems.append(f"feature_spec.continuous {spec.get('continuous')} != expected {CONTINUOUS_COLS}")
+    bad_vocab = [entry for entry in spec.get("categorical", []) if int(entry.get("vocab_size") or 0) < 1]
+    if bad_vocab:
+        problems.append(f"vocab_size missing or < 1 for {bad_vocab[:3]}")
+    if not metadata.get("max_sales") or float(metadata["max_sales"]) <= 1:
+        problems.append(f"max_sales must be the largest raw Sales (> 1), got {metadata.get('max_sales')!r}")
+    if problems:
+        raise FeatureDataError(f"{metadata_uri} does not match rossmann_jobs/features/spec.py: " + "; ".join(problems))
+
+
+def scan_files(file_uris: list[str]) -> list[ParquetUnit]:
+    """Check every file's schema and null counts from its footer; returns the files' row groups.
+
+    Raises FeatureDataError naming the file, the column and (for nulls) example rows.
+    """
+    import pyarrow.parquet as pq
+
+    units = []
+    for uri in file_uris:
+        filesys, path = storage.filesystem(uri)
+        with filesys.open_input_file(path) as handle:
+            parquet = pq.ParquetFile(handle)
+            schema = parquet.schema_arrow
+            for col in TRAINING_COLUMNS:
+                if col not in schema.names:
+                    raise FeatureDataError(f"{uri}: column {col!r} is missing (columns: {schema.names}); the "
+                                           "prepare job must write every column of rossmann_jobs/features/spec.py.")
+                actual = str(schema.field(col).type)
+                if actual != EXPECTED_TYPES[col]:
+                    raise FeatureDataError(f"{uri}: column {col!r} has type {actual}, expected {EXPECTED_TYPES[col]}"
+                                           " (categorical int32 indices, continuous/label float32).")
+            meta = parquet.metadata
+            for col in TRAINING_COLUMNS:
+                if _null_count(meta, schema.get_field_index(col)):
+                    raise FeatureDataError(f"{uri}: column {col!r} has nulls, e.g. rows "
+                                           f"{_null_examples(parquet, col)}; prepare must fill them (0 / 0.0).")
+            units.extend(ParquetUnit(uri, group, meta.row_group(group).num_rows)
+                         for group in range(meta.num_row_groups))
+    return units
+
+
+def rank_units(units: list[ParquetUnit], rank: int, size: int) -> list[ParquetUnit]:
+    """The row groups of files[rank::size]: each rank owns whole files, near-equal when the files are."""
+    files = list(dict.fromkeys(unit.uri for unit in units))
+    mine = set(files[rank::size])
+    return [unit for unit in units if unit.uri in mine]
+
+
+def _null_count(meta, column_index: int) -> int:
+    count = 0
+    for group in range(meta.num_row_groups):
+        stats = meta.row_group(group).column(column_index).statistics
+        if stats is not None and stats.has_null_count:
+            count += stats.null_count
+    return count
+
+
+def _null_examples(parquet, col: str, limit: int = 3) -> list[dict]:
+    import pyarrow.compute as pc
+
+    keys = [key for key in KEY_COLS if key in parquet.schema_arrow.names]
+    table = parquet.read(columns=[*keys, col])
+    return table.filter(pc.is_null(table[col])).slice(0, limit).to_pylist()

@@ -1,0 +1,75 @@
+"""The reference entity-embedding MLP for log(Sales) (stock Keras layers only), its optimizer, the exp-RMSPE metric."""
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS
+from rossmann_jobs.training.params import TrainParams
+
+# The reference metric ignores rows whose log(Sales) is ~0 (Sales <= 1) to avoid dividing by ~nothing.
+RMSPE_MIN_LOG_SALES = 0.001
+
+
+def output_scale(max_sales: float) -> float:
+    """Upper bound of the predicted log(Sales): log(max_sales) * 1.2, as in the reference."""
+    if not max_sales or max_sales <= 1:
+        raise ValueError(f"max_sales must be the largest raw Sales value (> 1), got {max_sales!r}")
+    return math.log(max_sales) * 1.2
+
+
+def build_model(vocab_sizes: Mapping[str, int], max_sales: float, params: TrainParams):
+    """One Input per FEATURE_COLS column (named as the column, shape (1,)), output: predicted log(Sales).
+
+    The reference's custom activation sigmoid(x) * log(max_sales) * 1.2 is Dense(sigmoid) followed by a constant
+    Rescaling, so the saved model loads with plain tf.keras.models.load_model and no custom objects.
+    """
+    import tensorflow as tf
+
+    layers = tf.keras.layers
+    inputs = {col: layers.Input(shape=(1,), name=col, dtype="int32") for col in CATEGORICAL_COLS}
+    inputs.update({col: layers.Input(shape=(1,), name=col, dtype="float32") for col in CONTINUOUS_COLS})
+
+    embeddings = [layers.Embedding(vocab_sizes[col], params.embedding_dim, name=f"emb_{col}")(inputs[col])
+                  for col in CATEGORICAL_COLS]
+    continuous = layers.Concatenate(name="continuous")(
+        [layers.Reshape((1, 1), name=f"reshape_{col}")(inputs[col]) for col in CONTINUOUS_COLS])
+    continuous = layers.BatchNormalization(name="continuous_bn")(continuous)
+    x = layers.Flatten(name="flatten")(layers.Concatenate(name="all_features")(embeddings + [continuous]))
+    for index, units in enumerate(params.hidden_units):
+        x = layers.Dense(units, activation="relu", kernel_regularizer=tf.keras.regularizers.l2(params.l2),
+                         name=f"dense_{index}")(x)
+    x = layers.Dropout(params.dropout, name="dropout")(x)
+    x = layers.Dense(1, activation="sigmoid", name="sigmoid")(x)
+    log_sales = layers.Rescaling(output_scale(max_sales), name="log_sales")(x)
+    return tf.keras.Model([inputs[col] for col in FEATURE_COLS], log_sales, name="rossmann_mlp")
+
+
+def make_optimizer(params: TrainParams, variables):
+    """The reference's Adam (epsilon 1e-3), with its slots created for `variables` before the first step.
+
+    The legacy Keras optimizer: its fused Adam kernels train faster here than the TF 2.11+ optimizer (see
+    bench/RESULTS.md "## Train job"), and creating the slots up front lets rank 0 restore and broadcast them.
+    """
+    import tensorflow as tf
+
+    optimizer = tf.keras.optimizers.legacy.Adam(learning_rate=params.learning_rate, epsilon=params.adam_epsilon)
+    optimizer._create_all_weights(variables)  # Keras 2 has no public "build" for legacy optimizers
+    return optimizer
+
+
+def exp_rmspe_sums_tf(log_true, log_pred):
+    """(sum of squared percentage errors, number of rows counted) in TF, so ranks can allreduce exact totals."""
+    import tensorflow as tf
+
+    log_true = tf.reshape(tf.cast(log_true, tf.float32), [-1])
+    log_pred = tf.reshape(tf.cast(log_pred, tf.float32), [-1])
+    counted = log_true > RMSPE_MIN_LOG_SALES
+    # (exp(y) - exp(p)) / exp(y) == 1 - exp(p - y), which cannot overflow for large Sales.
+    squared = tf.square(1.0 - tf.exp(log_pred - log_true))
+    return (tf.reduce_sum(tf.where(counted, squared, tf.zeros_like(squared))),
+            tf.reduce_sum(tf.cast(counted, tf.float32)))
+
+
+def rmspe_from_sums(squared_sum: float, count: float) -> float:
+    return math.sqrt(squared_sum / count) if count > 0 else float("nan")

@@ -1,0 +1,44 @@
+"""Training hyperparameters with the reference (Horovod keras_spark_rossmann) values as defaults."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    epochs: int = 100
+    batch_size: int = 100                 # per rank, as in the reference
+    learning_rate: float = 1e-4           # per rank; scaled by hvd.size() after warm-up
+    adam_epsilon: float = 1e-3
+    hidden_units: tuple[int, ...] = (1000, 1000, 1000, 500)
+    embedding_dim: int = 10
+    l2: float = 5e-5
+    dropout: float = 0.5
+    warmup_epochs: int = 5
+    plateau_patience: int = 10            # ReduceLROnPlateau on val exp_rmspe
+    plateau_factor: float = 0.1
+    plateau_min_delta: float = 1e-4
+    early_stopping_patience: int = 20     # EarlyStopping on val exp_rmspe
+    shuffle_buffer_rows: int = 200_000    # per rank; bounds memory, the shard itself is streamed
+    eval_batch_size: int = 4096
+    seed: int = 42
+    sparse_as_dense: bool = True          # allreduce embedding gradients densely (see bench/RESULTS.md)
+
+    def to_dict(self) -> dict[str, Any]:
+        values = dataclasses.asdict(self)
+        values["hidden_units"] = list(self.hidden_units)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "TrainParams":
+        known = {f.name for f in dataclasses.fields(cls)}
+        clean = {k: v for k, v in values.items() if k in known}
+        if "hidden_units" in clean:
+            clean["hidden_units"] = tuple(clean["hidden_units"])
+        return cls(**clean)
+
+    def architecture(self) -> dict[str, Any]:
+        """The parameters a checkpoint's weights depend on: resuming with different ones is impossible."""
+        return {"hidden_units": list(self.hidden_units), "embedding_dim": self.embedding_dim}

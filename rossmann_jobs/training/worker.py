@@ -1,0 +1,283 @@
+"""The function every Horovod rank runs (horovod.spark.run): hvd.init, shard input, data-parallel training loop.
+
+Custom loop with hvd.DistributedGradientTape rather than model.fit + hvd.DistributedOptimizer: on TF 2.15 both run
+at the same speed here (bench/RESULTS.md "## Train job"; what matters is the legacy fused Adam), and the loop
+measures the data wait exactly, allreduces exact metric sums instead of averaging per-rank means, and keeps
+warm-up / plateau / early-stop state in a checkpointable form.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from rossmann_jobs.training import checkpoint, schedule
+from rossmann_jobs.training.feature_set import ParquetUnit, rank_units
+from rossmann_jobs.training.model import build_model, exp_rmspe_sums_tf, make_optimizer, rmspe_from_sums
+from rossmann_jobs.training.params import TrainParams
+from rossmann_jobs.training.shard_input import eval_chunks, split_label, steps_per_epoch, train_dataset
+
+log = logging.getLogger("rossmann.train")
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything a rank needs, pickled to the Spark executors by horovod.spark.run."""
+    train_units: list[ParquetUnit]
+    validation_units: list[ParquetUnit]
+    vocab_sizes: dict[str, int]
+    max_sales: float
+    params: dict[str, Any]
+    checkpoint_root: str
+    features_attempt: str
+    resume: bool
+    kill_after_epoch: int | None = None   # fault injection for tests; None = inert
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """This rank's files and what all ranks agreed on: total rows and the common number of steps per epoch."""
+    train_units: list[ParquetUnit]
+    validation_units: list[ParquetUnit]
+    shard: dict[str, Any]
+    train_rows_total: int
+    validation_rows_total: int
+    steps: int
+
+
+def train_fn(config: WorkerConfig) -> dict[str, Any]:
+    """Runs on each Horovod process. Rank 0 returns the training summary; every rank returns its shard info."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    _configure_worker_logging(rank, size)
+    _pin_devices(tf, hvd)
+    params = TrainParams.from_dict(config.params)
+    plan = _plan_shards(hvd, tf, config, params)
+
+    model = build_model(config.vocab_sizes, config.max_sales, params)
+    optimizer = make_optimizer(params, model.trainable_variables)
+    # Rank 0 decides (fresh start or checkpoint); every rank starts from its weights, slots and bookkeeping.
+    state = hvd.broadcast_object(_initial_state(config, params, model, optimizer, rank, size), root_rank=0)
+    hvd.broadcast_variables(model.variables, root_rank=0)
+    hvd.broadcast_variables(optimizer.weights, root_rank=0)
+    sched = schedule.ScheduleState.from_dict(state["schedule"])
+    history: list[dict[str, Any]] = state["history"]
+    if rank == 0 and state["epoch"] > 0:
+        log.info("resuming from epoch %d (checkpoint after epoch %d, best epoch %s)", state["epoch"] + 1,
+                 state["epoch"], sched.best_epoch)
+
+    step_fns = _make_steps(tf, hvd, model, optimizer, params)
+    epochs = range(state["epoch"] + 1, params.epochs + 1)
+    batches = iter(train_dataset(plan.train_units, params.batch_size, plan.steps, epochs, params.seed, rank,
+                                 params.shuffle_buffer_rows))
+    for epoch in epochs:
+        if sched.stopped:
+            break
+        record = _run_epoch(tf, hvd, epoch, batches, plan, model, optimizer, step_fns, params, sched.lr_factor)
+        record["run_id"] = config.run_id
+        sched, events = schedule.after_epoch(sched, epoch, record["val_exp_rmspe"], params)
+        history.append(record)
+        if rank == 0:
+            _log_epoch(record, params.epochs, events)
+            saved_at = time.perf_counter()
+            checkpoint.save(config.checkpoint_root, epoch, model, optimizer,
+                            _state(epoch, sched, history, params, config, size), is_best=sched.best_epoch == epoch)
+            log.info("epoch %d: checkpoint written in %.1f s", epoch, time.perf_counter() - saved_at)
+        if config.kill_after_epoch == epoch:
+            _inject_fault(tf, hvd, epoch)
+
+    shards = hvd.allgather_object(plan.shard)
+    if rank != 0:
+        return {"shard": plan.shard}
+    return {"shard": plan.shard, "history": history, "ranks": shards, "horovod_size": size,
+            "steps_per_epoch": plan.steps, "train_rows_total": plan.train_rows_total,
+            "validation_rows_total": plan.validation_rows_total, "best_epoch": sched.best_epoch,
+            "best_val_exp_rmspe": sched.best_value, "stopped_early": sched.stopped,
+            "resumed_after_epoch": state["epoch"] or None,
+            "best_model": checkpoint.read_pointer(config.checkpoint_root)["best_model"]}
+
+
+def _plan_shards(hvd, tf, config: WorkerConfig, params: TrainParams) -> ShardPlan:
+    """Pick files[rank::size]; allreduce the row counts, so all ranks run the steps the largest shard needs."""
+    rank, size = hvd.rank(), hvd.size()
+    train_units = rank_units(config.train_units, rank, size)
+    validation_units = rank_units(config.validation_units, rank, size)
+    shard = {"rank": rank, "train_files": sorted({u.uri for u in train_units}),
+             "train_rows": sum(u.rows for u in train_units), "validation_rows": sum(u.rows for u in validation_units)}
+    log.info("rank %d/%d: train shard %d files, %d rows; validation shard %d rows", rank, size,
+             len(shard["train_files"]), shard["train_rows"], shard["validation_rows"])
+    totals = hvd.allreduce(tf.constant([shard["train_rows"], shard["validation_rows"]], tf.int64), op=hvd.Sum)
+    largest = int(hvd.allreduce(tf.constant(shard["train_rows"], tf.int64), op=hvd.Max))
+    train_rows_total, validation_rows_total = (int(value) for value in totals.numpy())
+    steps = steps_per_epoch(largest, params.batch_size)
+    if rank == 0:
+        log.info("allreduced: %d train rows, %d validation rows over %d ranks; %d steps/epoch of %d rows per rank",
+                 train_rows_total, validation_rows_total, size, steps, params.batch_size)
+    return ShardPlan(train_units, validation_units, shard, train_rows_total, validation_rows_total, steps)
+
+
+def _run_epoch(tf, hvd, epoch: int, batches, plan: ShardPlan, model, optimizer, step_fns, params: TrainParams,
+               lr_factor: float) -> dict[str, Any]:
+    """Train plan.steps batches, then validate this rank's shard; metrics come from allreduced exact sums."""
+    train_step, eval_step, train_sums = step_fns
+    started = time.perf_counter()
+    train_sums.assign(tf.zeros_like(train_sums))
+    data_wait = compute = 0.0
+    for step in range(plan.steps):
+        optimizer.learning_rate.assign(
+            schedule.learning_rate(params, hvd.size(), epoch - 1 + step / plan.steps, lr_factor))
+        before = time.perf_counter()
+        features, labels = next(batches)
+        fetched = time.perf_counter()
+        train_step(features, labels)
+        compute += time.perf_counter() - fetched
+        data_wait += fetched - before
+    train_seconds = time.perf_counter() - started
+    # Batch-norm moving statistics follow each rank's own batches: average them so that every rank evaluates,
+    # and rank 0 saves, the same model.
+    for variable in model.non_trainable_variables:
+        variable.assign(hvd.allreduce(variable, op=hvd.Average))
+
+    validation_sums = tf.zeros([4], tf.float64)
+    for chunk in eval_chunks(plan.validation_units, params.eval_batch_size):
+        validation_sums += eval_step(*split_label(chunk))
+    reduced = hvd.allreduce(tf.concat([train_sums, validation_sums,
+                                       tf.constant([data_wait, data_wait + compute], tf.float64)], 0),
+                            op=hvd.Sum).numpy()
+    return _epoch_record(epoch, reduced, float(tf.add_n(model.losses).numpy()),
+                         float(optimizer.learning_rate.numpy()), hvd.size(), plan.steps, params.batch_size,
+                         train_seconds, time.perf_counter() - started)
+
+
+def _log_epoch(record: dict[str, Any], epochs: int, events: list[str]) -> None:
+    log.info("epoch %d/%d: loss %.4f exp_rmspe %.4f | val loss %.4f val exp_rmspe %.4f | lr %.2e | "
+             "%.1f s, %.0f samples/s, data wait %.1f%%", record["epoch"], epochs, record["train_loss"],
+             record["train_exp_rmspe"], record["val_loss"], record["val_exp_rmspe"], record["learning_rate"],
+             record["epoch_seconds"], record["samples_per_second"], 100 * record["data_wait_share"])
+    for event in events:
+        log.info("epoch %d: %s", record["epoch"], event)
+
+
+def _initial_state(config: WorkerConfig, params: TrainParams, model, optimizer, rank: int, size: int) -> dict:
+    fresh = {"epoch": 0, "schedule": schedule.ScheduleState().to_dict(), "history": []}
+    if rank != 0 or not config.resume:
+        return fresh
+    pointer = checkpoint.read_pointer(config.checkpoint_root)
+    if pointer is None:
+        log.info("no checkpoint under %s: starting at epoch 1", config.checkpoint_root)
+        return fresh
+    saved = checkpoint.read_state(pointer)
+    mismatch = _resume_mismatch(saved, config, params)
+    if mismatch:
+        log.warning("checkpoint after epoch %d is not resumable (%s): starting at epoch 1", pointer["epoch"], mismatch)
+        return fresh
+    checkpoint.restore(pointer, model, optimizer)
+    if saved["horovod_size"] != size:
+        log.warning("checkpoint was written with %d ranks, now %d: the learning rate scales to the new size",
+                    saved["horovod_size"], size)
+    return {"epoch": saved["epoch"], "schedule": saved["schedule"], "history": saved["history"]}
+
+
+def _resume_mismatch(saved: dict, config: WorkerConfig, params: TrainParams) -> str | None:
+    if saved["features_attempt"] != config.features_attempt:
+        return f"it was trained on {saved['features_attempt']}, these features are {config.features_attempt}"
+    if saved["vocab_sizes"] != config.vocab_sizes:
+        return "vocabulary sizes changed"
+    if saved["architecture"] != params.architecture():
+        return f"architecture {saved['architecture']} != {params.architecture()}"
+    return None
+
+
+def _state(epoch: int, sched, history: list, params: TrainParams, config: WorkerConfig, size: int) -> dict:
+    """What resuming needs besides weights and optimizer slots; shuffling derives from (seed, epoch, rank)."""
+    return {"epoch": epoch, "schedule": sched.to_dict(), "history": history, "seed": params.seed,
+            "params": params.to_dict(), "architecture": params.architecture(), "vocab_sizes": config.vocab_sizes,
+            "features_attempt": config.features_attempt, "horovod_size": size}
+
+
+def _make_steps(tf, hvd, model, optimizer, params: TrainParams):
+    # Running sums: [sum of per-batch loss, sum abs error, sum squared pct error, pct rows, rows, batches].
+    train_sums = tf.Variable(tf.zeros([6], tf.float64), trainable=False)
+
+    @tf.function
+    def train_step(features, labels):
+        with tf.GradientTape() as tape:
+            predictions = model(features, training=True)
+            mae = tf.reduce_mean(tf.abs(labels - predictions))
+            loss = mae + tf.add_n(model.losses)
+        tape = hvd.DistributedGradientTape(tape, sparse_as_dense=params.sparse_as_dense)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        squared, counted = exp_rmspe_sums_tf(labels, predictions)
+        rows = tf.cast(tf.shape(labels)[0], tf.float32)
+        train_sums.assign_add(tf.cast(tf.stack([loss, mae * rows, squared, counted, rows, 1.0]), tf.float64))
+
+    @tf.function(reduce_retracing=True)
+    def eval_step(features, labels):
+        predictions = model(features, training=False)
+        squared, counted = exp_rmspe_sums_tf(labels, predictions)
+        return tf.cast(tf.stack([tf.reduce_sum(tf.abs(labels - predictions)), squared, counted,
+                                 tf.cast(tf.shape(labels)[0], tf.float32)]), tf.float64)
+
+    return train_step, eval_step, train_sums
+
+
+def _epoch_record(epoch: int, reduced, l2_penalty: float, learning_rate: float, size: int, steps: int,
+                  batch_size: int, train_seconds: float, epoch_seconds: float) -> dict[str, Any]:
+    """Metrics of one epoch from the allreduced sums (train 0-5, validation 6-9, data wait 10, step time 11)."""
+    train_loss_sum, train_abs, train_sq, train_counted, train_rows, train_batches = reduced[0:6]
+    val_abs, val_sq, val_counted, val_rows = reduced[6:10]
+    val_mae = val_abs / val_rows if val_rows else math.nan
+    return {
+        "epoch": epoch,
+        "train_loss": train_loss_sum / train_batches,
+        "train_mae": train_abs / train_rows,
+        "train_exp_rmspe": rmspe_from_sums(train_sq, train_counted),
+        "val_loss": val_mae + l2_penalty,
+        "val_mae": val_mae,
+        "val_exp_rmspe": rmspe_from_sums(val_sq, val_counted),
+        "learning_rate": learning_rate,
+        "train_samples": int(train_rows),
+        "validation_samples": int(val_rows),
+        "epoch_seconds": round(epoch_seconds, 3),
+        "train_seconds": round(train_seconds, 3),
+        "samples_per_second": round(train_rows / train_seconds, 1),
+        "data_wait_share": round(reduced[10] / reduced[11], 4) if reduced[11] else 0.0,
+        "horovod_size": size,
+        "steps": steps,
+        "batch_size": batch_size,
+    }
+
+
+def _inject_fault(tf, hvd, epoch: int) -> None:
+    """Test hook (ROSSMANN_TRAIN_KILL_AFTER_EPOCH): the last rank dies hard once epoch's checkpoint is written."""
+    hvd.allreduce(tf.constant(0), op=hvd.Sum, name="checkpoint_written")  # rank 0 has finished writing
+    if hvd.rank() == hvd.size() - 1:
+        log.warning("fault injection: rank %d SIGKILLs itself after epoch %d", hvd.rank(), epoch)
+        logging.shutdown()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _configure_worker_logging(rank: int, size: int) -> None:
+    logging.basicConfig(level=os.environ.get("ROSSMANN_LOG_LEVEL", "INFO"), force=True,
+                        format=f"%(asctime)s %(levelname)s [rossmann.train rank {rank}/{size}] %(message)s")
+
+
+def _pin_devices(tf, hvd) -> None:
+    """One GPU per local rank if there are GPUs; on CPU split the cores between the ranks on this host."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
+        return
+    threads = max(1, (os.cpu_count() or 1) // hvd.local_size())
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)

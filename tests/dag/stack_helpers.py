@@ -1,0 +1,96 @@
+"""Helpers of the Airflow-side tests: embedded stacks (moto S3 + Airflow on SQLite) in temporary state dirs, and
+running the DAG with `airflow dags test` and reading the run back. Importing it sets up an isolated AIRFLOW_HOME."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+JOBS_PYTHON = REPO_ROOT / ".venvs" / "jobs" / "bin" / "python"
+AIRFLOW_PYTHON = REPO_ROOT / ".venvs" / "airflow" / "bin" / "python"
+DAG_ID = "rossmann_forecast"
+SMALL_STORES = 10
+# Small enough for 2 cores: ~9k training rows, 2 Horovod processes, 2 epochs.
+SMALL_RUN_CONF = {"epochs": 2, "num_proc": 2, "batch_size": 256, "learning_rate": 0.001, "sample_rate": 1.0}
+
+# Airflow reads its settings when first imported: point in-process imports (DagBag tests) at a throwaway home.
+os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="rossmann-airflow-home-")
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
+os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO_ROOT / "plugins")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+for path in (REPO_ROOT / "plugins", REPO_ROOT / "scripts" / "stack"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import stack as embedded  # noqa: E402  (scripts/stack/stack.py, importable only after the sys.path line above)
+
+
+class StackHandle:
+    """One embedded stack: its state dir, S3 endpoint and the environment of its Airflow commands."""
+
+    def __init__(self, state: embedded.Stack, endpoint: str, env: dict[str, str]):
+        self.state, self.endpoint, self.env = state, endpoint, env
+        self.secret_key = embedded.stack_secrets(state)["s3_secret_access_key"]
+
+    @property
+    def bucket(self) -> str:
+        return self.env["ROSSMANN_BUCKET"]
+
+    def process_env(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+    def s3(self):
+        import boto3
+
+        aws = embedded.aws_env(self.state, self.endpoint)
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name=aws["AWS_DEFAULT_REGION"],
+                            aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"])
+
+    def land(self, from_date: str, to_date: str, stores: int = SMALL_STORES, seed: int = 7) -> None:
+        """Land generated raw drops with the jobs environment's lander (the product's own command)."""
+        env = {**os.environ, **embedded.aws_env(self.state, self.endpoint)}
+        subprocess.run([str(JOBS_PYTHON), "-m", "rossmann_jobs.synth", "land", "--out", f"s3://{self.bucket}/raw",
+                        "--from-date", from_date, "--to-date", to_date, "--stores", str(stores),
+                        "--seed", str(seed)], env=env, check=True, cwd=REPO_ROOT, capture_output=True)
+
+    def dags_test(self, logical_date: str, conf: dict, timeout_s: int = 1500) -> subprocess.CompletedProcess:
+        return subprocess.run(["airflow", "dags", "test", DAG_ID, logical_date, "-c", json.dumps(conf)],
+                              env=self.process_env(), cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=timeout_s)
+
+    def run_summary(self, logical_date: str) -> dict:
+        result = subprocess.run([str(AIRFLOW_PYTHON), str(REPO_ROOT / "scripts" / "stack" / "run_summary.py"),
+                                 "--logical-date", logical_date, "--json"],
+                                env=self.process_env(), cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+        return json.loads(result.stdout)
+
+    def read_bytes(self, uri: str) -> bytes:
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        return self.s3().get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    def read_json(self, uri: str):
+        return json.loads(self.read_bytes(uri))
+
+    def list_keys(self, prefix_uri: str) -> list[str]:
+        bucket, _, prefix = prefix_uri.removeprefix("s3://").partition("/")
+        pages = self.s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/")
+        return sorted(f"s3://{bucket}/{entry['Key']}" for page in pages for entry in page.get("Contents", []))
+
+    def task_logs(self) -> str:
+        """Every task log file written under this stack's AIRFLOW_HOME."""
+        log_root = Path(self.env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"])
+        return "\n".join(path.read_text(errors="replace") for path in sorted(log_root.rglob("*.log")))
+
+
+def start_stack(state_dir: Path) -> StackHandle:
+    state = embedded.Stack(state_dir)
+    endpoint = embedded.start_s3(state, port=embedded.free_port())
+    state.write_state("api.port", str(embedded.free_port()))
+    env = embedded.airflow_env(state, endpoint)
+    embedded.airflow_init(state, env)
+    return StackHandle(state, endpoint, env)

@@ -1,0 +1,180 @@
+"""The real Airflow components on loopback (api-server, scheduler, dag-processor, triggerer; LocalExecutor on
+SQLite): a run triggered through the REST API with params succeeds, and a headless Chromium sees the DAG and its
+validated trigger form."""
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from stack_helpers import DAG_ID, SMALL_RUN_CONF, embedded, start_stack
+
+pytestmark = pytest.mark.slow
+
+RUN_DATE = "2015-07-30"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+
+class Api:
+    """A tiny REST client of the Airflow public API, authenticated like a user (POST /auth/token)."""
+
+    def __init__(self, base_url: str, username: str, password: str):
+        self.base_url = base_url
+        status, body = self.call("POST", "/auth/token", {"username": username, "password": password}, auth=False)
+        assert status == 201, body
+        self.token = body["access_token"]
+
+    def call(self, method: str, path: str, body: dict | None = None, auth: bool = True):
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.base_url + path, method=method, headers=headers,
+                                         data=None if body is None else json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw.strip().startswith((b"{", b"[")) else raw.decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def wait_for(self, predicate, timeout_s: float, what: str, interval_s: float = 5.0):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if result := predicate():
+                return result
+            time.sleep(interval_s)
+        raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def ui_stack(tmp_path_factory):
+    """Its own moto server and Airflow home: a scheduler must never share a SQLite file with `dags test` runs."""
+    handle = start_stack(tmp_path_factory.mktemp("ui-stack"))
+    try:
+        handle.url = embedded.start_ui(handle.state, handle.env)
+        handle.password = embedded.stack_secrets(handle.state)["admin_password"]
+        yield handle
+    finally:
+        embedded.stop_ui(handle.state)
+        embedded.stop_process(handle.state, "moto")
+
+
+@pytest.fixture(scope="module")
+def api(ui_stack):
+    client = Api(ui_stack.url, embedded.ADMIN_USER, ui_stack.password)
+    client.wait_for(lambda: client.call("GET", f"/api/v2/dags/{DAG_ID}")[0] == 200, 300,
+                    "the dag-processor to register the DAG")
+    return client
+
+
+def test_wrong_password_gets_no_token(ui_stack):
+    with pytest.raises(AssertionError):
+        Api(ui_stack.url, embedded.ADMIN_USER, "not-the-password")
+
+
+def test_rest_trigger_with_params_runs_the_dag_to_success(ui_stack, api):
+    ui_stack.land(RUN_DATE, RUN_DATE)
+    assert api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})[0] == 200
+
+    status, body = api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
+                            {"logical_date": f"{RUN_DATE}T00:00:00Z", "conf": {**SMALL_RUN_CONF, "epochs": 0}})
+    assert status == 400 and "epochs" in body, "params must be validated at trigger time"
+
+    status, run = api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
+                           {"logical_date": f"{RUN_DATE}T00:00:00Z", "conf": SMALL_RUN_CONF})
+    assert status == 200, run
+    run_path = f"/api/v2/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
+
+    def finished():
+        state = api.call("GET", run_path)[1]["state"]
+        return state if state in ("success", "failed") else None
+
+    final_state = api.wait_for(finished, 1800, "the triggered run to finish", interval_s=10)
+    tasks = {ti["task_id"]: ti["state"] for ti in api.call("GET", f"{run_path}/taskInstances")[1]["task_instances"]}
+    assert final_state == "success", tasks
+    assert set(tasks.values()) == {"success"}
+
+    status, entry = api.call("GET", f"{run_path}/taskInstances/plan_run/xcomEntries/return_value")
+    assert status == 200 and entry["value"]["as_of"] == RUN_DATE
+    gate = api.call("GET", f"{run_path}/taskInstances/quality_gate/xcomEntries/return_value")[1]["value"]
+    metrics = api.call("GET", f"{run_path}/taskInstances/read_train_metrics/xcomEntries/return_value")[1]["value"]
+    assert gate["promoted"] is True and gate["candidate_val_exp_rmspe"] == metrics["best_val_exp_rmspe"]
+    assert metrics["horovod_size"] == SMALL_RUN_CONF["num_proc"]
+    assert run["conf"] == SMALL_RUN_CONF
+
+    status, log = api.call("GET", f"{run_path}/taskInstances/train_model/logs/1?full_content=true")
+    log_text = json.dumps(log)
+    assert status == 200 and "Spark-Submit cmd" in log_text
+    assert ui_stack.secret_key not in log_text
+
+
+def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_path):
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.fail("Debian's chromium and chromium-driver are required: apt-get install chromium chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    wait = WebDriverWait(driver, 120)
+    try:
+        driver.get(ui_stack.url + "/")
+        username, password = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "input[name=username], "
+                                                                                    "input[name=password]"))
+        username.send_keys(embedded.ADMIN_USER)
+        password.send_keys(ui_stack.password)
+        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait.until(lambda d: "/auth/login" not in d.current_url)
+
+        driver.get(f"{ui_stack.url}/dags/{DAG_ID}")
+        trigger = wait.until(lambda d: [b for b in d.find_elements(By.TAG_NAME, "button") if b.text == "Trigger"])
+        page = driver.find_element(By.TAG_NAME, "body").text
+        assert DAG_ID in page and "forecasting" in page  # the DAG page with its owner
+        assert "quality_gate" in page and "wait_for_raw_drop" in page
+
+        trigger[0].click()
+        wait.until(lambda d: "Run Parameters" in d.find_element(By.TAG_NAME, "body").text)
+        form = driver.find_element(By.TAG_NAME, "body").text
+        for title in ("As-of date", "Sample rate", "Epochs", "Horovod processes", "Batch size per process",
+                      "Base learning rate", "Promotion tolerance", "Raw drop timeout (s)"):
+            assert title in form, f"trigger form lacks the {title!r} param"
+        assert "Backfill" in form  # the same dialog offers backfills over a date range
+        driver.save_screenshot(str(tmp_path / "trigger_form.png"))
+    finally:
+        driver.quit()
+
+
+def test_backfill_command_runs_a_past_date_through_the_scheduler(ui_stack, api):
+    import subprocess
+
+    backfill_date = "2015-07-15"
+    ui_stack.land(backfill_date, backfill_date)
+    assert api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})[0] == 200
+    subprocess.run(["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", backfill_date,
+                    "--to-date", backfill_date, "--max-active-runs", "1", "--dag-run-conf",
+                    json.dumps(SMALL_RUN_CONF)], env=ui_stack.process_env(), check=True, capture_output=True,
+                   timeout=300)
+
+    def backfill_run():
+        runs = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100")[1]["dag_runs"]
+        done = [run for run in runs if run["run_type"] == "backfill" and run["logical_date"].startswith(backfill_date)
+                and run["state"] in ("success", "failed")]
+        return done[0] if done else None
+
+    run = api.wait_for(backfill_run, 1800, "the backfill run to finish", interval_s=10)
+    assert run["state"] == "success"
+    run_path = f"/api/v2/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
+    plan = api.call("GET", f"{run_path}/taskInstances/plan_run/xcomEntries/return_value")[1]["value"]
+    assert plan["as_of"] == backfill_date and f"/runs/{backfill_date}/backfill__" in plan["features"]

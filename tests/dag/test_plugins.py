@@ -1,0 +1,96 @@
+"""Unit tests of the pure Airflow-side helpers: run planning, the quality gate, metrics summary, AWS settings."""
+from __future__ import annotations
+
+import json
+import math
+from datetime import date
+
+import pytest
+from rossmann.gate import decide_promotion
+from rossmann.outputs import train_summary
+from rossmann.sensors import poke_interval_for
+from rossmann.spark_submit import aws_environment
+from rossmann.uris import plan_run_uris, run_key
+
+
+def test_run_key_is_storage_safe_and_keeps_distinct_runs_distinct():
+    assert run_key("manual__2015-07-31T00:00:00+00:00") == "manual__2015-07-31T00_00_00_00_00"
+    assert run_key("backfill__2015-07-30T00:00:00+00:00") != run_key("scheduled__2015-07-30T00:00:00+00:00")
+    with pytest.raises(ValueError):
+        run_key("///")
+
+
+def test_plan_is_run_scoped_and_dated():
+    plan = plan_run_uris("rossmann", date(2015, 7, 31), "scheduled__2015-07-31T00:00:00+00:00")
+    run_root = "s3://rossmann/runs/2015-07-31/scheduled__2015-07-31T00_00_00_00_00"
+    assert plan == {
+        "as_of": "2015-07-31",
+        "raw": "s3://rossmann/raw/2015-07-31",
+        "raw_marker": "s3://rossmann/raw/2015-07-31/_SUCCESS",
+        "features": f"{run_root}/features",
+        "model": f"{run_root}/model",
+        "predictions": f"{run_root}/predictions",
+        "champion": "s3://rossmann/models/champion.json",
+        "forecast_pointer": "s3://rossmann/forecast/latest.json",
+    }
+
+
+def test_first_model_is_promoted():
+    decision = decide_promotion(0.2, None, 0.0)
+    assert decision["promoted"] and decision["champion_val_exp_rmspe"] is None
+
+
+@pytest.mark.parametrize("candidate, champion, tolerance, promoted", [
+    (0.150, 0.150, 0.0, True),     # equal is "not worse"
+    (0.149, 0.150, 0.0, True),
+    (0.151, 0.150, 0.0, False),
+    (0.153, 0.150, 0.05, True),    # within 5 % of the champion
+    (0.160, 0.150, 0.05, False),   # 0.160 > 0.1575
+    (0.149, 0.150, -0.05, False),  # negative tolerance demands a 5 % improvement: threshold 0.1425
+    (0.140, 0.150, -0.05, True),
+])
+def test_gate_promotes_only_models_that_are_not_worse(candidate, champion, tolerance, promoted):
+    decision = decide_promotion(candidate, {"val_exp_rmspe": champion, "model_uri": "s3://b/m"}, tolerance)
+    assert decision["promoted"] is promoted
+    assert decision["threshold"] == pytest.approx(champion * (1 + tolerance))
+    assert decision["candidate_val_exp_rmspe"] == candidate and decision["champion_val_exp_rmspe"] == champion
+
+
+def test_gate_never_promotes_a_non_finite_score():
+    for score in (math.nan, math.inf):
+        assert decide_promotion(score, None, 0.0)["promoted"] is False
+        assert decide_promotion(score, {"val_exp_rmspe": 0.2}, 0.5)["promoted"] is False
+
+
+def test_train_summary_extracts_the_gate_inputs():
+    metrics = {"best_val_exp_rmspe": 0.18, "best_epoch": 3, "epochs": [{"epoch": 1}] * 4, "epochs_run": 4,
+               "stopped_early": True, "mean_samples_per_second": 950.5, "horovod_size": 2, "ranks": [{}, {}]}
+    assert train_summary(metrics, "s3://b/m/metrics.json") == {
+        "best_val_exp_rmspe": 0.18, "best_epoch": 3, "epochs_run": 4, "stopped_early": True, "samples_per_s": 950.5,
+        "horovod_size": 2}
+
+
+def test_train_summary_names_the_file_when_the_score_is_missing():
+    with pytest.raises(ValueError, match="s3://b/m/metrics.json.*best_val_exp_rmspe"):
+        train_summary({"loss": 1.0}, "s3://b/m/metrics.json")
+
+
+def test_poke_interval_scales_with_the_timeout():
+    assert poke_interval_for(15) == 5
+    assert poke_interval_for(600) == 30
+    assert poke_interval_for(6 * 3600) == 300
+
+
+def test_aws_environment_comes_from_the_connection(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_TEST_S3", json.dumps({
+        "conn_type": "aws", "login": "key-id", "password": "s3cr3t",
+        "extra": {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-central-1"}}))
+    assert aws_environment("test_s3") == {
+        "AWS_ACCESS_KEY_ID": "key-id", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_DEFAULT_REGION": "eu-central-1"}
+
+
+def test_aws_environment_sets_nothing_for_role_based_connections(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_TEST_ROLE", json.dumps({"conn_type": "aws", "extra": {}}))
+    assert aws_environment("test_role") == {}
+    assert aws_environment(None) == {}

@@ -1,0 +1,249 @@
+"""End-to-end tests of the predict job on a tiny generated features output and a small real Keras model."""
+from __future__ import annotations
+
+import glob
+import html.parser
+import io
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import pyspark
+from rossmann_jobs import predict, storage
+from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
+from rossmann_jobs.forecast.inputs import ForecastInputError
+from rossmann_jobs.forecast.report import HORIZON_PNG, INDEX_HTML, OVERALL_PNG, STORES_PNG
+
+import predict_fixtures
+from conftest import JOBS_BIN, REPO_ROOT
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+HAS_S3A = bool(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop-aws-*.jar")))
+
+
+def model_log_sales(model, frame: pd.DataFrame) -> np.ndarray:
+    return model.predict({c: frame[c].to_numpy().reshape(-1, 1) for c in FEATURE_COLS}, verbose=0).reshape(-1)
+
+
+def read_predictions(attempt: str, split: str) -> pd.DataFrame:
+    files = [f for f in storage.list_files(storage.join(attempt, "predictions", f"split={split}"))
+             if f.endswith(".parquet")]
+    return pd.concat([pq.read_table(io.BytesIO(storage.read_bytes(f))).to_pandas() for f in files],
+                     ignore_index=True)
+
+
+def committed_inputs(root: str, test: pd.DataFrame, validation: pd.DataFrame) -> SimpleNamespace:
+    """A committed features output and a committed model for it under root."""
+    features = predict_fixtures.write_features(storage.join(root, "features"), test, validation)
+    model, model_uri = predict_fixtures.build_model(features.vocabularies), storage.join(root, "model")
+    predict_fixtures.write_model(model_uri, features.vocabularies, features.uri, model=model)
+    return SimpleNamespace(root=root, features=features, model=model, model_uri=model_uri)
+
+
+def run_job(spark, inputs: SimpleNamespace) -> SimpleNamespace:
+    out_uri = storage.join(inputs.root, "out")
+    manifest = predict.run(spark, inputs.model_uri, inputs.features.uri, out_uri)
+    attempt = storage.committed_uri(out_uri)
+    return SimpleNamespace(
+        **vars(inputs), manifest=manifest, attempt=attempt,
+        submission=pd.read_csv(io.BytesIO(storage.read_bytes(storage.join(attempt, "submission.csv")))),
+        test_predictions=read_predictions(attempt, "test"),
+        validation_predictions=read_predictions(attempt, "validation"))
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    test, validation = predict_fixtures.make_frames(days=8, blank_open=3)
+    return committed_inputs(str(tmp_path_factory.mktemp("predict-job")), test, validation)
+
+
+@pytest.fixture(scope="module")
+def job(spark, inputs):
+    """One predict run (Spark workers start TF and load the model: minutes on a busy 2-core machine)."""
+    return run_job(spark, inputs)
+
+
+@pytest.mark.slow
+def test_submission_has_exactly_one_row_per_test_id_sorted(job):
+    submission, test = job.submission, job.features.test
+    assert list(submission.columns) == ["Id", "Sales"]
+    assert len(submission) == len(test)
+    assert submission["Id"].tolist() == sorted(test["Id"].tolist())
+    assert submission["Id"].is_unique
+
+
+@pytest.mark.slow
+def test_closed_rows_are_zero_and_open_rows_finite_and_positive(job):
+    merged = job.submission.merge(job.features.test[["Id", "Open"]], on="Id", validate="one_to_one")
+    closed = merged["Open"].eq(0).fillna(False).astype(bool)
+    assert closed.sum() > 0 and (~closed).sum() > 0
+    assert (merged.loc[closed, "Sales"] == 0).all()
+    open_sales = merged.loc[~closed, "Sales"]
+    assert np.isfinite(open_sales).all() and (open_sales > 0).all()
+
+
+@pytest.mark.slow
+def test_forecasts_are_the_models_predictions_for_the_right_rows(job):
+    test = job.features.test
+    expected = pd.DataFrame({"Id": test["Id"], "expected": np.exp(model_log_sales(job.model, test))})
+    got = job.test_predictions.merge(expected, on="Id", validate="one_to_one")
+    forecast = got["OpenStatus"] != "closed"
+    np.testing.assert_allclose(got.loc[forecast, "SalesForecast"], got.loc[forecast, "expected"], rtol=1e-4)
+    rounded = job.submission.merge(expected, on="Id").merge(test[["Id", "Open"]], on="Id")
+    is_open = rounded["Open"].ne(0).fillna(True).astype(bool)
+    np.testing.assert_allclose(rounded.loc[is_open, "Sales"], rounded.loc[is_open, "expected"], atol=0.006)
+
+    validation = job.features.validation
+    expected_val = validation[["StoreId", "Date"]].assign(expected=np.exp(model_log_sales(job.model, validation)),
+                                                          actual=np.exp(validation[LABEL_COL].astype(float)))
+    got_val = job.validation_predictions.merge(expected_val, on=["StoreId", "Date"], validate="one_to_one")
+    assert len(got_val) == len(validation)
+    np.testing.assert_allclose(got_val["SalesForecast"], got_val["expected"], rtol=1e-4)
+    np.testing.assert_allclose(got_val["SalesActual"], got_val["actual"], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_summary_accounts_for_every_row_and_blank_open(job):
+    test = job.features.test
+    closed = int(test["Open"].eq(0).fillna(False).sum())
+    rows = job.manifest["summary"]["rows"]
+    assert rows == {"test": len(test), "forecast": len(test) - closed, "closed": closed,
+                    "blank_open": int(test["Open"].isna().sum()), "validation": len(job.features.validation)}
+    assert rows["blank_open"] == 3
+    blank_ids = set(test.loc[test["Open"].isna(), "Id"])
+    blank = job.test_predictions[job.test_predictions["Id"].isin(blank_ids)]
+    assert set(blank["OpenStatus"]) == {"open_blank"} and (blank["SalesForecast"] > 0).all()
+
+
+@pytest.mark.slow
+def test_validation_rmspe_matches_an_independent_computation(job):
+    validation = job.features.validation
+    actual = np.exp(validation[LABEL_COL].astype(float).to_numpy())
+    forecast = np.exp(model_log_sales(job.model, validation).astype(float))
+    expected = math.sqrt(np.mean(((actual - forecast) / actual) ** 2))
+    assert job.manifest["summary"]["validation_exp_rmspe"] == pytest.approx(expected, rel=1e-4)
+
+
+class _Page(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images, self.text = [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs)["src"])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+@pytest.mark.slow
+def test_report_is_a_valid_html_page_with_valid_pngs(job):
+    report_uri = storage.join(job.attempt, "report")
+    page = _Page()
+    page.feed(storage.read_bytes(storage.join(report_uri, INDEX_HTML)).decode("utf-8"))
+    assert sorted(page.images) == sorted([OVERALL_PNG, STORES_PNG, HORIZON_PNG])
+    for name in page.images:
+        png = storage.read_bytes(storage.join(report_uri, name))
+        assert png.startswith(PNG_SIGNATURE) and len(png) > 5000
+    assert f"{job.manifest['summary']['validation_exp_rmspe']:.4f}" in "".join(page.text)
+
+
+@pytest.mark.slow
+def test_commit_lists_all_outputs(job):
+    files = job.manifest["files"]
+    assert "submission.csv" in files
+    assert {f"report/{n}" for n in (INDEX_HTML, OVERALL_PNG, STORES_PNG, HORIZON_PNG)} <= set(files)
+    assert any(f.startswith("predictions/split=test/") and f.endswith(".parquet") for f in files)
+    assert any(f.startswith("predictions/split=validation/") and f.endswith(".parquet") for f in files)
+
+
+@pytest.mark.slow
+def test_model_with_other_vocabularies_gets_reindexed_features(inputs, spark, tmp_path):
+    """A champion model trained on older features: same values, different indices (one store unknown to it)."""
+    features = inputs.features
+    model_vocabs = {**features.vocabularies, "Store": list(reversed(predict_fixtures.STORE_IDS[1:]))}
+    model = predict_fixtures.build_model(model_vocabs, seed=11)
+    model_uri, out_uri = str(tmp_path / "champion"), str(tmp_path / "out")
+    predict_fixtures.write_model(model_uri, model_vocabs, model=model)
+    manifest = predict.run(spark, model_uri, features.uri, out_uri)
+    assert manifest["summary"]["remapped_vocabularies"] == ["Store"]
+
+    # Encode Store independently, from the raw StoreId and the model's vocabulary.
+    test = features.test.copy()
+    test["Store"] = [model_vocabs["Store"].index(s) + 1 if s in model_vocabs["Store"] else 0 for s in test["StoreId"]]
+    expected = pd.DataFrame({"Id": test["Id"], "expected": np.exp(model_log_sales(model, test))})
+    got = read_predictions(storage.committed_uri(out_uri), "test").merge(expected, on="Id", validate="one_to_one")
+    forecast = got["OpenStatus"] != "closed"
+    np.testing.assert_allclose(got.loc[forecast, "SalesForecast"], got.loc[forecast, "expected"], rtol=1e-4)
+
+
+def _broken_features(root: Path, mutate) -> str:
+    test, validation = predict_fixtures.make_frames(days=2, seed=3)
+    test = mutate(test)
+    return predict_fixtures.write_features(str(root / "features"), test, validation).uri
+
+
+def _set_row(column: str, value):
+    def mutate(test: pd.DataFrame) -> pd.DataFrame:
+        test.loc[test.index[3], column] = value(test) if callable(value) else value
+        return test
+    return mutate
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (_set_row("Id", lambda test: test["Id"].iloc[4]), r"test: column Id has 1 duplicated value\(s\), e.g. Ids \[\d+\]"),
+    (_set_row("Open", 2), r"test: column Open must be 0, 1 or blank; 1 row\(s\) differ"),
+    (_set_row("Promo", 9), r"test: column Promo has 1 index\(es\) outside 0\.\.3"),
+    (lambda test: test.drop(columns=["Promo"]), r"test: missing column\(s\) \['Promo'\]"),
+], ids=["duplicate-id", "invalid-open", "index-out-of-range", "missing-column"])
+def test_bad_input_fails_clearly_and_commits_nothing(inputs, spark, tmp_path, mutate, message):
+    out_uri = str(tmp_path / "out")
+    features_uri = _broken_features(tmp_path, mutate)
+    with pytest.raises(ForecastInputError, match=message):
+        predict.run(spark, inputs.model_uri, features_uri, out_uri)
+    assert not storage.exists(storage.join(out_uri, storage.MANIFEST_NAME))
+
+
+def test_uncommitted_model_is_refused(inputs, spark, tmp_path):
+    with pytest.raises(storage.OutputNotCommittedError, match="no committed output"):
+        predict.run(spark, str(tmp_path / "no-model"), inputs.features.uri, str(tmp_path / "out"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_S3A, reason="hadoop-aws (S3A) jars are not in pyspark/jars yet")
+def test_job_reads_and_writes_s3(spark, s3_bucket):
+    from rossmann_jobs.spark_session import s3a_conf
+
+    for key, value in s3a_conf().items():  # the session may predate the moto server's environment
+        spark.sparkContext._jsc.hadoopConfiguration().set(key.removeprefix("spark.hadoop."), value)
+    test, validation = predict_fixtures.make_frames(days=3, seed=5)
+    result = run_job(spark, committed_inputs(s3_bucket, test, validation))
+    assert result.attempt.startswith(s3_bucket)
+    assert sorted(result.submission["Id"]) == sorted(test["Id"]) and len(result.submission) == len(test)
+    assert storage.read_bytes(storage.join(result.attempt, "report", OVERALL_PNG)).startswith(PNG_SIGNATURE)
+
+
+@pytest.mark.slow
+def test_spark_submit_cli(job, tmp_path):
+    out_uri = f"file://{tmp_path}/out"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
+    command = [str(JOBS_BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+               str(REPO_ROOT / "rossmann_jobs" / "predict.py"),
+               "--model", job.model_uri, "--features", job.features.uri, "--out", out_uri]
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert "committed" in completed.stderr and "loaded model" in completed.stderr
+    manifest = storage.read_manifest(out_uri)
+    assert manifest["summary"]["rows"] == job.manifest["summary"]["rows"]
+    submission = pd.read_csv(io.BytesIO(storage.read_bytes(storage.join(storage.committed_uri(out_uri),
+                                                                        "submission.csv"))))
+    pd.testing.assert_frame_equal(submission, job.submission)

@@ -1,0 +1,167 @@
+"""Unit tests of the predict job's pure pieces on tiny hand-made frames (no model training, no spark-submit)."""
+from __future__ import annotations
+
+import html.parser
+import math
+from datetime import date
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import types as T
+
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
+from rossmann_jobs.forecast import metrics, model_cache, report
+from rossmann_jobs.forecast.inference import forecast_batches, predict_log_sales
+from rossmann_jobs.forecast.inputs import ForecastInputError, check_values
+from rossmann_jobs.forecast.open_rule import OPEN_STATUS_COL, with_open_status
+from rossmann_jobs.forecast.submission import (SubmissionCheckError, check_accounting, check_submission_ids,
+                                               csv_bytes)
+from rossmann_jobs.forecast.vocabulary import index_mapping, mappings_to_model, remap_indices
+
+import predict_fixtures
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def test_index_mapping_follows_values_and_sends_unseen_to_unknown():
+    # feature vocab [a, b, c] -> model vocab [b, c, d]: a unseen by the model, b and c move down by one
+    assert index_mapping(["a", "b", "c"], ["b", "c", "d"]) == {0: 0, 1: 0, 2: 1, 3: 2}
+
+
+def test_mappings_only_for_columns_whose_vocabularies_differ():
+    vocabs = predict_fixtures.vocabularies()
+    model_vocabs = {**vocabs, "State": ["state_2", "state_0"]}
+    mappings = mappings_to_model(vocabs, model_vocabs)
+    assert list(mappings) == ["State"]
+    assert mappings["State"] == {0: 0, 1: 2, 2: 0, 3: 1}
+    assert mappings_to_model(vocabs, vocabs) == {}
+
+
+def test_remap_indices_rewrites_only_mapped_columns_and_keeps_type(spark):
+    schema = T.StructType([T.StructField("State", T.IntegerType()), T.StructField("Promo", T.IntegerType())])
+    df = spark.createDataFrame([(0, 1), (1, 2), (2, 0), (3, 1), (9, 2)], schema)
+    out = remap_indices(df, {"State": {0: 0, 1: 2, 2: 0, 3: 1}})
+    assert [f.dataType for f in out.schema] == [f.dataType for f in schema]
+    assert [tuple(r) for r in out.collect()] == [(0, 1), (2, 2), (0, 0), (1, 1), (0, 2)]
+
+
+def test_open_status_classifies_closed_open_blank_and_invalid(spark):
+    df = spark.createDataFrame([(1, 0), (2, 1), (3, None), (4, 2)], "Id int, Open int")
+    status = {r["Id"]: r[OPEN_STATUS_COL] for r in with_open_status(df).collect()}
+    assert status == {1: "closed", 2: "open", 3: "open_blank", 4: "invalid"}
+
+
+def test_rmspe_matches_numpy_and_ignores_zero_actuals(spark):
+    actual = [100.0, 250.0, 80.0, 0.0]
+    forecast = [110.0, 200.0, 100.0, 5.0]
+    df = spark.createDataFrame(list(zip(actual, forecast)), "SalesActual double, SalesForecast double")
+    y, y_hat = np.array(actual[:3]), np.array(forecast[:3])
+    assert metrics.overall_rmspe(df) == pytest.approx(math.sqrt(np.mean(((y - y_hat) / y) ** 2)))
+
+
+def test_submission_ids_must_match_test_ids_exactly(spark):
+    test_ids = spark.createDataFrame([(i,) for i in range(1, 6)], "Id int")
+    check_submission_ids(test_ids, spark.createDataFrame([(i,) for i in (5, 4, 3, 2, 1)], "Id int"))
+    broken = spark.createDataFrame([(1,), (2,), (2,), (3,), (7,)], "Id int")
+    with pytest.raises(SubmissionCheckError) as error:
+        check_submission_ids(test_ids, broken)
+    message = str(error.value)
+    assert "2 Id(s) missing, e.g. [4, 5]" in message
+    assert "1 Id(s) not in the test set, e.g. [7]" in message
+    assert "1 Id(s) duplicated, e.g. [2]" in message
+
+
+def test_accounting_rejects_lost_or_extra_rows():
+    check_accounting(10, 7, 3)
+    with pytest.raises(SubmissionCheckError, match="6 forecast \\+ 3 closed != 10 test rows"):
+        check_accounting(10, 6, 3)
+
+
+def test_csv_has_exactly_id_and_sales_sorted_by_id():
+    frame = pd.DataFrame({"Sales": [0.0, 12.346, 7.0], "Id": [3, 1, 2], "Extra": ["x", "y", "z"]})
+    assert csv_bytes(frame).decode().splitlines() == ["Id,Sales", "1,12.35", "2,7.00", "3,0.00"]
+
+
+def test_check_values_names_file_column_and_example_rows(spark):
+    rows = [(1, date(2015, 8, 1), 0), (2, date(2015, 8, 1), 3), (3, date(2015, 8, 2), 5)]
+    df = spark.createDataFrame(rows, "StoreId int, Date date, Promo int")
+    assert check_values(df, "s3://b/test", {"Promo": 6}, ["StoreId"]) == 3
+    with pytest.raises(ForecastInputError) as error:
+        check_values(df, "s3://b/test", {"Promo": 3}, ["StoreId"])
+    assert "s3://b/test: column Promo has 2 index(es) outside 0..2" in str(error.value)
+    assert "'StoreId': 3" in str(error.value)
+
+
+def test_pick_stores_spreads_over_sales_range():
+    totals = pd.DataFrame({"StoreId": range(1, 11), "SalesActual": [float(v) for v in range(100, 0, -10)]})
+    assert report.pick_stores(totals, count=4) == [1, 4, 7, 10]
+    assert report.pick_stores(totals.head(3), count=4) == [1, 2, 3]
+
+
+class _ImageSources(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.sources = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.sources.append(dict(attrs)["src"])
+
+
+def test_report_renders_pngs_and_a_page_referencing_them():
+    days = pd.date_range("2014-08-01", periods=5).date
+    daily = pd.DataFrame({"Date": days, "SalesActual": [5.0, 6, 7, 6, 5], "SalesForecast": [5.5, 6, 6, 6, 4]})
+    by_store = pd.concat([daily.assign(StoreId=s) for s in (3, 7, 9)])
+    horizon = pd.DataFrame({"Date": days, "SalesForecast": [9.0, 0, 8, 7, 9], "OpenStores": [3, 0, 3, 3, 2]})
+    for png in (report.overall_plot(daily, 0.12), report.stores_plot(by_store, {3: 0.1}), report.horizon_plot(horizon)):
+        assert png.startswith(PNG_SIGNATURE) and len(png) > 1000
+    worst = pd.DataFrame({"StoreId": [7], "rmspe": [0.3]})
+    page = report.index_html("t<1>", [("validation exp-RMSPE", 0.1234)], worst, [("artifact: x", "<b>")])
+    parser = _ImageSources()
+    parser.feed(page)
+    assert sorted(parser.sources) == sorted([report.OVERALL_PNG, report.STORES_PNG, report.HORIZON_PNG])
+    assert "0.1234" in page and "&lt;b&gt;" in page and "Store 7" in page
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    return predict_fixtures.build_model(predict_fixtures.vocabularies())
+
+
+def _model_bytes(model, tmp_path) -> bytes:
+    path = tmp_path / "model.h5"
+    model.save(path)
+    return path.read_bytes()
+
+
+def test_model_loaded_once_per_process_and_batches_predicted_like_keras(tiny_model, tmp_path):
+    test, _ = predict_fixtures.make_frames()
+    content = _model_bytes(tiny_model, tmp_path)
+    fetches = []
+
+    def fetch() -> bytes:
+        fetches.append(1)
+        return content
+
+    uri = f"file://{tmp_path}/model.h5#once"
+    run = forecast_batches(uri, fetch, ["Id"], threads=1)
+    batches = [test.iloc[:10], test.iloc[10:11], test.iloc[11:]]
+    out = pd.concat(list(run(iter(batches))))
+    out_again = pd.concat(list(forecast_batches(uri, fetch, ["Id"], threads=1)(iter([test]))))
+    assert len(fetches) == 1 and uri in model_cache._MODELS
+    expected = tiny_model.predict({c: test[c].to_numpy().reshape(-1, 1) for c in FEATURE_COLS}, verbose=0)
+    np.testing.assert_allclose(out["LogSalesForecast"].to_numpy(), expected.reshape(-1), rtol=1e-5)
+    np.testing.assert_array_equal(out["Id"].to_numpy(), test["Id"].to_numpy())
+    np.testing.assert_allclose(out_again["LogSalesForecast"], out["LogSalesForecast"], rtol=1e-6)
+    assert predict_log_sales(test.head(0), tiny_model).shape == (0,)
+
+
+def test_model_with_wrong_inputs_is_rejected(tmp_path):
+    import tensorflow as tf
+
+    inputs = [tf.keras.layers.Input(shape=(1,), name=c) for c in CATEGORICAL_COLS]
+    wrong = tf.keras.Model(inputs, tf.keras.layers.Dense(1)(tf.keras.layers.Concatenate()(inputs)))
+    content = _model_bytes(wrong, tmp_path)
+    with pytest.raises(ForecastInputError, match="model inputs .* do not match the feature spec"):
+        model_cache.load_model(f"file://{tmp_path}/wrong.h5", lambda: content)

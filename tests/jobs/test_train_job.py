@@ -1,0 +1,161 @@
+"""End-to-end tests of the train job through spark-submit: 2 Horovod ranks on local[2], real S3 (moto) and disk.
+
+Each module fixture pays Horovod's start-up (~1 min) once and feeds several assertions.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from rossmann_jobs import storage
+from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, VALIDATION_DIR
+from rossmann_jobs.training import checkpoint
+from tests.jobs.conftest import JOBS_BIN, REPO_ROOT
+from tests.jobs.feature_fixtures import write_features
+
+pytestmark = pytest.mark.slow
+
+TRAIN_ROWS, VALIDATION_ROWS, SHARDS = 2000, 400, 4
+JOB_TIMEOUT_S = 900
+
+
+def spark_submit_train(args: list[str], log_path, extra_env: dict[str, str] | None = None):
+    """Run the train job as the DAG does; returns (exit code, log text, seconds)."""
+    env = {**os.environ, "PATH": f"{JOBS_BIN}:{os.environ['PATH']}",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+           **(extra_env or {})}
+    started = time.perf_counter()
+    with open(log_path, "w") as log:
+        result = subprocess.run([str(JOBS_BIN / "spark-submit"), "--master", "local[2]", "--conf",
+                                 "spark.ui.enabled=false", str(REPO_ROOT / "rossmann_jobs" / "train.py"), *args],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, timeout=JOB_TIMEOUT_S,
+                                cwd=log_path.parent)
+    return result.returncode, log_path.read_text(), time.perf_counter() - started
+
+
+def committed_json(out: str, name: str) -> dict:
+    return storage.read_json(storage.join(storage.committed_uri(out), name))
+
+
+# --- a clean run on S3 ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def s3_run(s3_server, tmp_path_factory):
+    import boto3
+
+    bucket = f"train-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=bucket)
+    features, out = f"s3://{bucket}/features", f"s3://{bucket}/runs/1/train"
+    metadata = write_features(features, TRAIN_ROWS, VALIDATION_ROWS, SHARDS)
+    code, log, seconds = spark_submit_train(
+        ["--features", features, "--out", out, "--num-proc", "2", "--epochs", "2"],
+        tmp_path_factory.mktemp("s3-run") / "train.log")
+    return {"code": code, "log": log, "seconds": seconds, "features": features, "out": out, "metadata": metadata}
+
+
+def test_job_commits_model_metrics_and_plot(s3_run):
+    assert s3_run["code"] == 0, s3_run["log"][-4000:]
+    files = set(storage.read_manifest(s3_run["out"])["files"])
+    assert {"model/model.h5", "model/artifact.json", "metrics.json", "training_curves.png"} <= files
+    png = storage.read_bytes(storage.join(storage.committed_uri(s3_run["out"]), "training_curves.png"))
+    assert png.startswith(b"\x89PNG")
+
+
+def test_both_ranks_trained_on_disjoint_shards_that_cover_every_row(s3_run):
+    shard_rows = {int(rank): int(rows) for rank, rows in
+                  re.findall(r"rank (\d)/2: train shard 2 files, (\d+) rows", s3_run["log"])}
+    assert set(shard_rows) == {0, 1}
+    assert sum(shard_rows.values()) == TRAIN_ROWS
+    assert f"allreduced: {TRAIN_ROWS} train rows, {VALIDATION_ROWS} validation rows over 2 ranks" in s3_run["log"]
+    metrics = committed_json(s3_run["out"], "metrics.json")
+    assert metrics["horovod_size"] == 2 and metrics["train_rows_total"] == TRAIN_ROWS
+    files = [set(rank["train_files"]) for rank in metrics["ranks"]]
+    assert not files[0] & files[1] and len(files[0] | files[1]) == SHARDS
+
+
+def test_metrics_show_per_epoch_progress(s3_run):
+    metrics = committed_json(s3_run["out"], "metrics.json")
+    epochs = metrics["epochs"]
+    assert [e["epoch"] for e in epochs] == [1, 2]
+    for epoch in epochs:
+        assert epoch["train_samples"] >= TRAIN_ROWS and epoch["validation_samples"] == VALIDATION_ROWS
+        assert all(math.isfinite(epoch[k]) and epoch[k] > 0 for k in
+                   ("train_loss", "val_loss", "train_exp_rmspe", "val_exp_rmspe", "samples_per_second"))
+        assert 0 <= epoch["data_wait_share"] < 1
+    best = min(epochs, key=lambda e: e["val_exp_rmspe"])
+    assert (metrics["best_epoch"], metrics["best_val_exp_rmspe"]) == (best["epoch"], best["val_exp_rmspe"])
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ INFO \[rossmann.train rank 0/2\] epoch 2/2: loss",
+                     s3_run["log"])
+
+
+def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, tmp_path):
+    import pyarrow.parquet as pq
+    import tensorflow as tf
+
+    model_dir = storage.download_dir(storage.join(storage.committed_uri(s3_run["out"]), "model"), str(tmp_path))
+    artifact = json.loads((tmp_path / "artifact.json").read_text())
+    assert artifact["feature_order"] == FEATURE_COLS
+    assert artifact["max_sales"] == s3_run["metadata"]["max_sales"]
+    assert artifact["vocabularies"] == s3_run["metadata"]["vocabularies"]
+    assert artifact["label_transform"] == "log" and artifact["horovod_size"] == 2
+    assert artifact["features_uri"] == s3_run["features"]
+
+    model = tf.keras.models.load_model(os.path.join(model_dir, "model.h5"), compile=False)
+    validation_files = [f for f in storage.list_files(storage.join(storage.committed_uri(s3_run["features"]),
+                                                                   VALIDATION_DIR)) if f.endswith(".parquet")]
+    frames = []
+    for uri in validation_files:
+        filesys, path = storage.filesystem(uri)
+        frames.append(pq.read_table(path, filesystem=filesys))
+    inputs = {col: np.concatenate([f[col].to_numpy() for f in frames]).reshape(-1, 1) for col in FEATURE_COLS}
+    log_sales = np.concatenate([f[LABEL_COL].to_numpy() for f in frames])
+    predicted = model.predict(inputs, batch_size=1024, verbose=0).ravel()
+    assert predicted.shape == (VALIDATION_ROWS,) and np.all(np.isfinite(predicted))
+    rmspe = math.sqrt(np.mean((1 - np.exp(predicted - log_sales)) ** 2))
+    assert rmspe == pytest.approx(artifact["best_val_exp_rmspe"], rel=1e-3)
+
+
+# --- fault injection and resume on local disk -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def killed_then_resumed(tmp_path_factory):
+    work = tmp_path_factory.mktemp("fault")
+    features, out = str(work / "features"), str(work / "train")
+    write_features(features, TRAIN_ROWS, VALIDATION_ROWS, SHARDS)
+    args = ["--features", features, "--out", out, "--num-proc", "2", "--epochs", "2", "--hidden-units", "64,32"]
+    killed = spark_submit_train(args, work / "killed.log", {"ROSSMANN_TRAIN_KILL_AFTER_EPOCH": "1"})
+    pointer_after_kill = checkpoint.read_pointer(checkpoint.checkpoint_root(out))
+    state_after_kill = checkpoint.read_state(pointer_after_kill) if pointer_after_kill else None
+    resumed = spark_submit_train(args, work / "resumed.log")
+    return {"out": out, "killed": killed, "resumed": resumed, "pointer_after_kill": pointer_after_kill,
+            "state_after_kill": state_after_kill}
+
+
+def test_a_killed_rank_fails_the_job_after_its_checkpoint(killed_then_resumed):
+    code, log, seconds = killed_then_resumed["killed"]
+    assert code != 0
+    assert "fault injection: rank 1 SIGKILLs itself after epoch 1" in log
+    assert "Exit code: 137" in log                       # Horovod reports the dead rank instead of hanging
+    assert seconds < JOB_TIMEOUT_S
+    assert killed_then_resumed["pointer_after_kill"]["epoch"] == 1
+    assert [e["epoch"] for e in killed_then_resumed["state_after_kill"]["history"]] == [1]
+
+
+def test_rerun_resumes_from_the_next_epoch_and_commits(killed_then_resumed):
+    code, log, _seconds = killed_then_resumed["resumed"]
+    assert code == 0, log[-4000:]
+    assert "resuming from epoch 2 (checkpoint after epoch 1" in log
+    assert "epoch 1/2:" not in log
+    metrics = committed_json(killed_then_resumed["out"], "metrics.json")
+    assert metrics["resumed_after_epoch"] == 1
+    first, second = metrics["epochs"]
+    assert first == killed_then_resumed["state_after_kill"]["history"][0]   # carried over, not retrained
+    assert second["epoch"] == 2 and second["run_id"] != first["run_id"]

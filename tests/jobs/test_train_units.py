@@ -1,0 +1,298 @@
+"""Unit tests of the train job's pure parts: model, metric, sharding, shuffled input, schedule, checkpoints, args."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rossmann_jobs import storage
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
+from rossmann_jobs.training import checkpoint, report, schedule
+from rossmann_jobs.training.feature_set import (FeatureDataError, ParquetUnit, load_feature_set, rank_units,
+                                                scan_files)
+from rossmann_jobs.training.params import TrainParams
+from rossmann_jobs.training.shard_input import eval_chunks, read_unit, shuffled_blocks, steps_per_epoch
+from tests.jobs.feature_fixtures import VOCAB_SIZES, feature_table, write_features
+
+SMALL = TrainParams(hidden_units=(16, 8), embedding_dim=3)
+
+
+def _inputs(table, rows=None):
+    frame = table.slice(0, rows) if rows else table
+    return {col: frame[col].to_numpy().reshape(-1, 1) for col in FEATURE_COLS}
+
+
+# --- model and metric -------------------------------------------------------------------------------------------
+
+def test_model_inputs_follow_the_feature_contract_and_output_is_bounded():
+    from rossmann_jobs.training.model import build_model
+
+    model = build_model(VOCAB_SIZES, 20000.0, SMALL)
+    assert [layer_input.name for layer_input in model.inputs] == FEATURE_COLS
+    assert all(tuple(i.shape) == (None, 1) for i in model.inputs)
+    assert {i.name: i.dtype.name for i in model.inputs} == (
+        {c: "int32" for c in CATEGORICAL_COLS} | {c: "float32" for c in CONTINUOUS_COLS})
+    embeddings = {layer.name: layer.input_dim for layer in model.layers if layer.name.startswith("emb_")}
+    assert embeddings == {f"emb_{col}": VOCAB_SIZES[col] for col in CATEGORICAL_COLS}
+    predictions = model.predict(_inputs(feature_table(64, np.random.default_rng(1))), verbose=0)
+    assert predictions.shape == (64, 1)
+    assert np.all(predictions > 0) and np.all(predictions < math.log(20000.0) * 1.2)
+
+
+def test_reference_model_has_the_reference_layer_sizes():
+    from rossmann_jobs.training.model import build_model
+
+    model = build_model(VOCAB_SIZES, 20000.0, TrainParams())
+    dense = [layer.units for layer in model.layers if layer.name.startswith("dense_")]
+    assert dense == [1000, 1000, 1000, 500]
+    assert {layer.output_dim for layer in model.layers if layer.name.startswith("emb_")} == {10}
+    assert model.get_layer("dropout").rate == 0.5
+
+
+def test_saved_model_loads_without_custom_objects_and_predicts_the_same(tmp_path):
+    import tensorflow as tf
+
+    from rossmann_jobs.training.model import build_model
+
+    model = build_model(VOCAB_SIZES, 20000.0, SMALL)
+    path = str(tmp_path / "model.h5")
+    model.save(path, include_optimizer=False, save_format="h5")
+    loaded = tf.keras.models.load_model(path, compile=False)
+    inputs = _inputs(feature_table(32, np.random.default_rng(2)))
+    np.testing.assert_allclose(loaded.predict(inputs, verbose=0), model.predict(inputs, verbose=0), rtol=1e-6)
+
+
+def test_exp_rmspe_sums_match_the_competition_formula_on_raw_sales():
+    from rossmann_jobs.training.model import exp_rmspe_sums_tf, rmspe_from_sums
+
+    sales = np.array([100.0, 2000.0, 50.0, 1.0])          # Sales == 1 (log 0) is excluded, as in the reference
+    predicted = np.array([110.0, 1800.0, 50.0, 7.0])
+    expected = math.sqrt(((0.1 ** 2) + (0.1 ** 2) + 0.0) / 3)
+    squared, counted = exp_rmspe_sums_tf(np.log(sales), np.log(predicted))
+    assert float(counted) == 3
+    assert rmspe_from_sums(float(squared), float(counted)) == pytest.approx(expected, rel=1e-5)
+
+
+# --- features, sharding and input stream ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def features_dir(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("features"))
+    write_features(out, train_rows=1000, validation_rows=200, num_shards=4)
+    return out
+
+
+def test_feature_set_lists_committed_files_and_scans_footers(features_dir):
+    features = load_feature_set(features_dir)
+    assert len(features.train_files) == 4 and len(features.validation_files) == 4
+    units = scan_files(features.train_files)
+    assert sum(unit.rows for unit in units) == 1000
+    assert features.vocab_sizes == VOCAB_SIZES
+
+
+def test_uncommitted_features_raise_an_actionable_error(tmp_path):
+    with pytest.raises(storage.OutputNotCommittedError, match="has no committed output"):
+        load_feature_set(str(tmp_path / "nothing"))
+
+
+@pytest.mark.parametrize("mutation, message", [
+    (lambda t: t.drop(["Promo"]), "column 'Promo' is missing"),
+    (lambda t: t.set_column(t.schema.get_field_index("Store"), "Store", t["Store"].cast("int64")),
+     "column 'Store' has type int64"),
+])
+def test_scan_rejects_files_that_break_the_schema(tmp_path, mutation, message):
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "bad.parquet")
+    pq.write_table(mutation(feature_table(10, np.random.default_rng(3))), path)
+    with pytest.raises(FeatureDataError, match=message) as error:
+        scan_files([path])
+    assert "bad.parquet" in str(error.value)
+
+
+def test_scan_names_example_rows_with_nulls(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = feature_table(10, np.random.default_rng(4))
+    trend = table["trend"].to_pylist()
+    trend[3] = None
+    table = table.set_column(table.schema.get_field_index("trend"), "trend", pa.array(trend, pa.float32()))
+    pq.write_table(table, str(tmp_path / "nulls.parquet"))
+    with pytest.raises(FeatureDataError, match="column 'trend' has nulls") as error:
+        scan_files([str(tmp_path / "nulls.parquet")])
+    assert f"'StoreId': {table['StoreId'][3].as_py()}" in str(error.value)
+
+
+def test_rank_units_split_whole_files_round_robin():
+    units = [ParquetUnit(f"f{i}", group, 10) for i in range(5) for group in range(2)]
+    shards = [rank_units(units, rank, 2) for rank in range(2)]
+    assert {u.uri for u in shards[0]} == {"f0", "f2", "f4"} and {u.uri for u in shards[1]} == {"f1", "f3"}
+    assert sorted(shards[0] + shards[1], key=lambda u: (u.uri, u.row_group)) == units
+
+
+def test_steps_per_epoch_covers_the_largest_shard():
+    assert steps_per_epoch(1000, 100) == 10
+    assert steps_per_epoch(1001, 100) == 11
+    assert steps_per_epoch(5, 100) == 1
+
+
+def _row_ids(blocks):
+    # CompetitionDistance is continuous noise: unique per row, so it identifies rows.
+    return np.concatenate([block["CompetitionDistance"].ravel() for block in blocks])
+
+
+def test_one_epoch_of_shuffled_blocks_sees_every_row_once(features_dir):
+    units = scan_files(load_feature_set(features_dir).train_files)
+    blocks = list(shuffled_blocks(units, 50, 20, np.random.default_rng([7, 1, 0]), buffer_rows=300,
+                                  block_batches=3))
+    assert all(block[LABEL_COL].shape[1:] == (50, 1) for block in blocks)
+    assert sum(block[LABEL_COL].shape[0] for block in blocks) == 20
+    seen = _row_ids(blocks)
+    every_row = np.concatenate([chunk["CompetitionDistance"].ravel() for chunk in eval_chunks(units, 10_000)])
+    assert sorted(seen) == sorted(every_row)
+    assert not np.array_equal(seen, every_row)     # shuffled
+
+
+def test_shuffle_is_reproducible_per_epoch_and_differs_between_epochs(features_dir):
+    units = scan_files(load_feature_set(features_dir).train_files)
+
+    def epoch(seed, number):
+        return _row_ids(shuffled_blocks(units, 50, 20, np.random.default_rng([seed, number, 0]), 300, 4))
+
+    np.testing.assert_array_equal(epoch(7, 1), epoch(7, 1))
+    assert not np.array_equal(epoch(7, 1), epoch(7, 2))
+
+
+def test_small_shard_wraps_around_to_fill_the_agreed_steps(features_dir):
+    units = scan_files(load_feature_set(features_dir).train_files)[:1]   # 250 rows
+    blocks = list(shuffled_blocks(units, 100, 6, np.random.default_rng(0), buffer_rows=1000, block_batches=2))
+    seen = _row_ids(blocks)
+    assert len(seen) == 600
+    assert len(np.unique(seen)) == 250
+
+
+def test_stream_yields_before_reading_the_whole_shard(features_dir):
+    units = scan_files(load_feature_set(features_dir).train_files)
+    read_units = []
+
+    def counting_read(unit, chunk_rows):
+        read_units.append(unit)
+        yield from read_unit(unit, chunk_rows)
+
+    stream = shuffled_blocks(units, 50, 20, np.random.default_rng(0), buffer_rows=200, block_batches=1,
+                             read=counting_read)
+    next(stream)
+    assert len(read_units) == 1 < len(units)
+
+
+def test_empty_shard_is_an_error_not_a_hang():
+    with pytest.raises(ValueError, match="no rows"):
+        next(shuffled_blocks([ParquetUnit("x", 0, 0)], 10, 1, np.random.default_rng(0), 100, 1))
+
+
+# --- schedule ---------------------------------------------------------------------------------------------------
+
+def test_learning_rate_warms_up_linearly_to_size_times_base():
+    params = TrainParams(learning_rate=0.001, warmup_epochs=5)
+    assert schedule.learning_rate(params, 4, 0.0, 1.0) == pytest.approx(0.001)
+    assert schedule.learning_rate(params, 4, 2.5, 1.0) == pytest.approx(0.001 * 2.5)
+    assert schedule.learning_rate(params, 4, 5.0, 1.0) == pytest.approx(0.004)
+    assert schedule.learning_rate(params, 4, 9.0, 0.1) == pytest.approx(0.0004)
+
+
+def test_plateau_cuts_the_rate_and_early_stopping_ends_training():
+    params = TrainParams(plateau_patience=2, plateau_factor=0.5, early_stopping_patience=3)
+    state = schedule.ScheduleState()
+    factors, stops = [], []
+    for epoch, value in enumerate([0.5, 0.4, 0.41, 0.42, 0.43], start=1):
+        state, _events = schedule.after_epoch(state, epoch, value, params)
+        factors.append(state.lr_factor)
+        stops.append(state.stopped)
+    assert factors == [1.0, 1.0, 1.0, 0.5, 0.5]
+    assert stops == [False, False, False, False, True]
+    assert (state.best_epoch, state.best_value) == (2, 0.4)
+    assert schedule.ScheduleState.from_dict(state.to_dict()) == state
+
+
+# --- checkpoints ------------------------------------------------------------------------------------------------
+
+def _trained_model_and_optimizer(seed):
+    import tensorflow as tf
+
+    from rossmann_jobs.training.model import build_model, make_optimizer
+
+    tf.keras.utils.set_random_seed(seed)
+    model = build_model(VOCAB_SIZES, 20000.0, SMALL)
+    optimizer = make_optimizer(SMALL, model.trainable_variables)
+    table = feature_table(32, np.random.default_rng(seed))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.abs(model(_inputs(table), training=True) - table[LABEL_COL].to_numpy()[:, None]))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return model, optimizer
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_checkpoint_round_trip_restores_weights_optimizer_and_state(where, tmp_path, request):
+    root = checkpoint.checkpoint_root(str(tmp_path) if where == "local" else request.getfixturevalue("s3_bucket"))
+    assert checkpoint.read_pointer(root) is None
+    model, optimizer = _trained_model_and_optimizer(1)
+    first = checkpoint.save(root, 1, model, optimizer, {"epoch": 1, "note": "first"}, is_best=True)
+    second = checkpoint.save(root, 2, model, optimizer, {"epoch": 2, "note": "second"}, is_best=False)
+    pointer = checkpoint.read_pointer(root)
+    assert pointer == second and pointer["epoch"] == 2
+    assert pointer["best_model"] == first["best_model"]           # epoch 2 was not better: best stays
+    assert checkpoint.read_state(pointer)["note"] == "second"
+    assert not any(uri.startswith(first["prefix"] + "/") for uri in storage.list_files(root))  # old state removed
+
+    fresh_model, fresh_optimizer = _trained_model_and_optimizer(2)
+    checkpoint.restore(pointer, fresh_model, fresh_optimizer)
+    for saved, restored in zip(model.get_weights(), fresh_model.get_weights()):
+        np.testing.assert_array_equal(saved, restored)
+    assert len(optimizer.weights) == 1 + 2 * len(model.trainable_variables)    # iterations + Adam m and v
+    for saved, restored in zip(optimizer.weights, fresh_optimizer.weights):
+        np.testing.assert_array_equal(saved.numpy(), restored.numpy())
+
+
+def test_restoring_into_another_architecture_fails_clearly():
+    from rossmann_jobs.training.model import build_model, make_optimizer
+
+    model, optimizer = _trained_model_and_optimizer(1)
+    other_params = TrainParams(hidden_units=(16,), embedding_dim=3)
+    other_optimizer = make_optimizer(other_params, build_model(VOCAB_SIZES, 20000.0, other_params).trainable_variables)
+    with pytest.raises(ValueError, match="optimizer variables"):
+        checkpoint.restore_optimizer(other_optimizer, checkpoint.optimizer_bytes(optimizer))
+
+
+# --- driver helpers and report ----------------------------------------------------------------------------------
+
+def test_default_num_proc_uses_task_slots_of_local_and_cluster_masters():
+    from rossmann_jobs.train import default_num_proc
+
+    assert default_num_proc("local[2]", {}, 2) == 2
+    assert default_num_proc("local[8]", {"spark.task.cpus": "2"}, 8) == 4
+    assert default_num_proc("spark://host:7077", {"spark.cores.max": "12"}, 2) == 12
+    assert default_num_proc("spark://host:7077", {"spark.executor.instances": "3", "spark.executor.cores": "4"},
+                            2) == 12
+    assert default_num_proc("spark://host:7077", {}, 6) == 6
+
+
+def test_cli_parses_the_contract_arguments():
+    from rossmann_jobs.train import params_from_args, parse_args
+
+    args = parse_args(["--features", "s3://b/f", "--out", "s3://b/t", "--num-proc", "2", "--epochs", "3",
+                       "--batch-size", "64", "--learning-rate", "0.01", "--no-resume", "--hidden-units", "32,16"])
+    assert (args.features, args.out, args.num_proc, args.resume) == ("s3://b/f", "s3://b/t", 2, False)
+    params = params_from_args(args)
+    assert (params.epochs, params.batch_size, params.learning_rate, params.hidden_units) == (3, 64, 0.01, (32, 16))
+    assert parse_args(["--features", "f", "--out", "o"]).resume is True
+    with pytest.raises(SystemExit):
+        parse_args(["--features", "f", "--out", "o", "--epochs", "0"])
+
+
+def test_training_curves_png_is_an_image():
+    history = [{"epoch": e, "train_loss": 1 / e, "val_loss": 1.1 / e, "train_exp_rmspe": 0.5 / e,
+                "val_exp_rmspe": 0.6 / e} for e in (1, 2, 3)]
+    png = report.training_curves_png(history, best_epoch=3)
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
