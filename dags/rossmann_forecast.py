@@ -24,8 +24,9 @@ Connections: `spark_default` (master; extra `spark_conf` for cluster-wide Spark 
 """
 from __future__ import annotations
 
+import logging
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
@@ -86,7 +87,9 @@ def spark_job(task_id: str, job_file: str, application_args: list) -> RossmannSp
     dag_id="rossmann_forecast",
     # Data intervals: the run for day D starts after D ends, with ds = D, so as-of D covers only complete days.
     schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-    start_date=datetime(2015, 7, 1, tzinfo=timezone.utc),
+    # The first day of the Rossmann history: runs (and backfills) may use any as-of date from then on; Airflow
+    # creates no task instances for a logical date before start_date.
+    start_date=datetime(2013, 1, 1, tzinfo=timezone.utc),
     catchup=False,
     # Two runs, so the current day's run waiting for its drop never blocks a manual run or a backfill; the
     # Spark tasks and the gate still run one at a time (max_active_tis_per_dag below).
@@ -100,8 +103,6 @@ def rossmann_forecast():
     @task
     def plan_run(params=None, dag_run=None, logical_date=None) -> dict[str, str]:
         """Run-scoped URIs from the as-of date (param, else logical date, else run date) and the run id."""
-        from datetime import date
-
         from rossmann.uris import plan_run_uris
 
         if params["as_of"]:
@@ -126,9 +127,6 @@ def rossmann_forecast():
     @task(max_active_tis_per_dag=1)
     def quality_gate(plan: dict[str, str], metrics: dict, params=None, dag_run=None) -> dict:
         """Promote the new model if it is not worse than the champion; predict uses whatever is champion after."""
-        import logging
-        from datetime import datetime, timezone
-
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
         from rossmann.gate import decide_promotion
         from rossmann.outputs import read_champion, write_json
@@ -152,8 +150,6 @@ def rossmann_forecast():
     @task(outlets=[FORECAST_ASSET])
     def publish_forecast(plan: dict[str, str], gate: dict, dag_run=None, outlet_events=None) -> dict:
         """Check the committed forecast, point `forecast/latest.json` at it and emit the asset event."""
-        from datetime import datetime, timezone
-
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
         from rossmann.outputs import committed_attempt_uri, exists, read_json, write_json
 

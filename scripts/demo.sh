@@ -74,9 +74,10 @@ echo
 "$AIRFLOW_PY" "$REPO/scripts/stack/run_summary.py" --logical-date "$DATE"
 summary_json="$("$AIRFLOW_PY" "$REPO/scripts/stack/run_summary.py" --logical-date "$DATE" --json)"
 echo "$summary_json" > "$ROSSMANN_STATE_DIR/log/demo-$DATE.summary.json"
-state="$(echo "$summary_json" | "$AIRFLOW_PY" -c 'import json,sys; print(json.load(sys.stdin)["state"])')"
-if [[ "$state" != *success* ]]; then
-  echo "The run did not succeed; see $log" >&2
+published="$(echo "$summary_json" | "$AIRFLOW_PY" -c \
+  'import json,sys; s=json.load(sys.stdin); print("success" in s["state"] and "publish_forecast" in s["xcom"])')"
+if [[ "$published" != True ]]; then
+  echo "The run did not publish a forecast; see $log" >&2
   exit 1
 fi
 local_dir="$ROSSMANN_STATE_DIR/demo/$DATE"

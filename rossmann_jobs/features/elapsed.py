@@ -24,10 +24,13 @@ def add_elapsed(df: DataFrame, eligible: Column, event_cols: Sequence[str] = EVE
     last eligible date. An event on the same date counts for every row of that date, so ties are deterministic.
     Rows that are not eligible neither contribute nor get meaningful values.
     """
-    by_date = Window.partitionBy("Store").orderBy("Date")
-    so_far = by_date.rangeBetween(Window.unboundedPreceding, Window.currentRow)
-    from_now = by_date.rangeBetween(Window.currentRow, Window.unboundedFollowing)
-    whole_store = by_date.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    # Growing frames only (unbounded preceding .. current row, once per direction): Spark updates them row by
+    # row, whereas a frame running to unbounded following is re-aggregated for every row (quadratic per store).
+    ascending = Window.partitionBy("Store").orderBy("Date")
+    descending = Window.partitionBy("Store").orderBy(F.col("Date").desc())
+    so_far = ascending.rangeBetween(Window.unboundedPreceding, Window.currentRow)
+    from_now = descending.rangeBetween(Window.unboundedPreceding, Window.currentRow)
+    whole_store = ascending.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     eligible_date = F.when(eligible, F.col("Date"))
     first_date, last_date = F.min(eligible_date).over(whole_store), F.max(eligible_date).over(whole_store)
     elapsed = {}
@@ -35,5 +38,5 @@ def add_elapsed(df: DataFrame, eligible: Column, event_cols: Sequence[str] = EVE
         event_date = F.when(eligible & F.col(col), F.col("Date"))
         elapsed["After" + col] = F.datediff("Date", F.coalesce(F.max(event_date).over(so_far), first_date))
         elapsed["Before" + col] = F.datediff("Date", F.coalesce(F.min(event_date).over(from_now), last_date))
-    # One projection, so Spark evaluates every window in a single pass over one sort by (Store, Date).
+    # One projection: Spark evaluates the windows of each ordering in one pass.
     return df.withColumns(elapsed)

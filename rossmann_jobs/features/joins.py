@@ -10,7 +10,6 @@ from typing import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features.calendar import expand_date
 from rossmann_jobs.features.raw_schemas import RawFile, WEATHER_FEATURE_COLS
 from rossmann_jobs.features.validate import acceptable, quarantine_duplicates, quarantine_first, quarantine_where
 
@@ -20,6 +19,7 @@ TREND_STATE_ALIASES = {"NI": "HB,NI"}
 STORE_COLS = ["StoreType", "Assortment", "CompetitionDistance", "CompetitionOpenSinceMonth",
               "CompetitionOpenSinceYear", "Promo2", "Promo2SinceWeek", "Promo2SinceYear", "PromoInterval"]
 WEATHER_COLS = [*WEATHER_FEATURE_COLS, "Events"]
+TREND_YEAR, TREND_WEEK = "_trend_year", "_trend_week"   # of the week's first day, the trend join key
 
 
 def accepted(df: DataFrame) -> DataFrame:
@@ -37,7 +37,8 @@ def classify_trend(trend: DataFrame, raw_file: RawFile) -> DataFrame:
     """googletrend rows + week start Date, State (NI -> HB,NI; null for Rossmann_DE), Year and ISO Week.
 
     Keys as in Horovod's example: a state row is found by (State, Year, Week), the Germany row by (Year, Week),
-    where Year/Week are those of the week's first day (a Sunday).
+    where Year/Week (TREND_YEAR/TREND_WEEK here) are those of the week's first day (a Sunday); so a sales day
+    meets the trend of the Sunday that ends its ISO week. Rows colliding on a key are quarantined.
     """
     state = F.regexp_extract("file", f"^{GERMANY_TREND_FILE}_(.+)$", 1)
     for code, alias in TREND_STATE_ALIASES.items():
@@ -51,19 +52,24 @@ def classify_trend(trend: DataFrame, raw_file: RawFile) -> DataFrame:
           .withColumn("_germany", F.when(F.col("file") == GERMANY_TREND_FILE, F.lit(GERMANY_TREND_FILE))))
     df = quarantine_where(df, F.col("Date").isNull(), "unparseable week (expected 'YYYY-MM-DD - YYYY-MM-DD')",
                           "week", raw_file.column_names)
-    df = expand_date(df)
-    df = quarantine_duplicates(df, ["State", "Year", "Week"], raw_file.column_names)
-    return quarantine_duplicates(df, ["_germany", "Year", "Week"], raw_file.column_names)
+    # Not named Year/Week: Spark column names are case-insensitive, and "Week" would overwrite the raw "week".
+    df = df.withColumn(TREND_YEAR, F.year("Date")).withColumn(TREND_WEEK, F.weekofyear("Date"))
+    df = quarantine_duplicates(df, ["State", TREND_YEAR, TREND_WEEK], raw_file.column_names,
+                               label="State,Year,Week")
+    return quarantine_duplicates(df, ["_germany", TREND_YEAR, TREND_WEEK], raw_file.column_names,
+                                 label=f"{GERMANY_TREND_FILE} Year,Week")
 
 
 def state_trend(classified_trend: DataFrame) -> DataFrame:
     return (accepted(classified_trend).filter(F.col("State").isNotNull())
-            .select("State", "Year", "Week", "trend", F.lit(True).alias("_has_trend")))
+            .select("State", F.col(TREND_YEAR).alias("Year"), F.col(TREND_WEEK).alias("Week"), "trend",
+                    F.lit(True).alias("_has_trend")))
 
 
 def germany_trend(classified_trend: DataFrame) -> DataFrame:
     return (accepted(classified_trend).filter(F.col("_germany").isNotNull())
-            .select("Year", "Week", F.col("trend").alias("trend_de"), F.lit(True).alias("_has_trend_de")))
+            .select(F.col(TREND_YEAR).alias("Year"), F.col(TREND_WEEK).alias("Week"), F.col("trend").alias("trend_de"),
+                    F.lit(True).alias("_has_trend_de")))
 
 
 def classify_weather(weather: DataFrame, state_names: DataFrame, raw_file: RawFile) -> DataFrame:

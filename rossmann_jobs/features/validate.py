@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import operator
 from functools import reduce
@@ -57,6 +58,35 @@ def parse_header(raw_file: RawFile, head: bytes) -> list[str]:
         raise RawInputError(f"{raw_file.name}: columns are out of order: got {','.join(header)}, expected "
                             f"{','.join(expected)}.")
     return header
+
+
+class FileDigest:
+    """Streamed over a raw file once: SHA-256, size, the head (for the header check) and the number of data rows.
+
+    Rows are counted as Spark's CSV reader sees them (one per non-empty line, LF or CRLF, header excluded), which
+    makes the count the independent side of the row accounting.
+    """
+
+    def __init__(self, head_bytes: int = 64 * 1024):
+        self._sha256, self._head_bytes = hashlib.sha256(), head_bytes
+        self.head, self.size, self._lines, self._carry = b"", 0, 0, b""
+
+    def update(self, chunk: bytes) -> None:
+        self._sha256.update(chunk)
+        self.size += len(chunk)
+        self.head += chunk[:max(0, self._head_bytes - len(self.head))]
+        lines = (self._carry + chunk).split(b"\n")
+        self._carry = lines.pop()
+        self._lines += len(lines) - lines.count(b"") - lines.count(b"\r")
+
+    @property
+    def sha256(self) -> str:
+        return self._sha256.hexdigest()
+
+    @property
+    def data_rows(self) -> int:
+        lines = self._lines + (1 if self._carry.strip(b"\r") else 0)
+        return max(0, lines - 1)
 
 
 # --- row level --------------------------------------------------------------------------------------------------
@@ -124,7 +154,7 @@ def quarantine_where(df: DataFrame, condition: Column, reason: str, column: str,
 
 
 def quarantine_duplicates(df: DataFrame, keys: Sequence[str], record_cols: Sequence[str],
-                          scope_after: Sequence[str] = ()) -> DataFrame:
+                          scope_after: Sequence[str] = (), label: str | None = None) -> DataFrame:
     """Quarantine every acceptable row whose key (within scope columns) occurs more than once among them.
 
     The window partitions by keys then scope_after, so its sort also serves later windows ordered by the keys.
@@ -132,7 +162,7 @@ def quarantine_duplicates(df: DataFrame, keys: Sequence[str], record_cols: Seque
     """
     keyed = reduce(operator.and_, [F.col(k).isNotNull() for k in keys])
     copies = F.count(F.when(acceptable() & keyed, 1)).over(Window.partitionBy(*keys, *scope_after))
-    label = ",".join(keys)
+    label = label or ",".join(keys)
     return quarantine_where(df, keyed & (copies > 1), f"duplicate key ({label})", label, record_cols)
 
 

@@ -7,6 +7,7 @@ so a crash mid-write leaves the previous pointer valid; the next checkpoint remo
 from __future__ import annotations
 
 import io
+import logging
 import os
 import tempfile
 import uuid
@@ -49,7 +50,7 @@ def save(root: str, epoch: int, model, optimizer, state: dict[str, Any], is_best
         if is_best or previous is None:
             best_model = storage.join(root, f"best-{tag}", BEST_MODEL_FILE)
             model_path = os.path.join(tmp, BEST_MODEL_FILE)
-            model.save(model_path, include_optimizer=False, save_format="h5")
+            save_model_h5(model, model_path)
             _upload_file(model_path, best_model)
         else:
             best_model = previous["best_model"]
@@ -58,6 +59,17 @@ def save(root: str, epoch: int, model, optimizer, state: dict[str, Any], is_best
     storage.write_json(storage.join(root, POINTER_NAME), pointer)
     _remove_unreferenced(root, keep={prefix, best_model.rsplit("/", 1)[0]})
     return pointer
+
+
+def save_model_h5(model, path: str) -> None:
+    """The whole model without optimizer, loadable with tf.keras.models.load_model(path, compile=False)."""
+    tf_logger = logging.getLogger("tensorflow")
+    level = tf_logger.level
+    tf_logger.setLevel(logging.ERROR)  # Keras warns on each save that a never-compiled model has no metrics
+    try:
+        model.save(path, include_optimizer=False, save_format="h5")
+    finally:
+        tf_logger.setLevel(level)
 
 
 def restore(pointer: dict[str, Any], model, optimizer) -> None:

@@ -137,28 +137,43 @@ def start_process(stack: Stack, name: str, argv: list[str], env: dict[str, str])
     return process.pid
 
 
-def stop_process(stack: Stack, name: str, grace_s: float = 20.0) -> bool:
-    """SIGTERM the process group started for `name`, SIGKILL it after a grace period. True if it was running."""
-    pid = running_pid(stack, name)
-    stack.pid_file(name).unlink(missing_ok=True)
-    if pid is None:
-        return False
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
+def stop_processes(stack: Stack, names: list[str], grace_s: float = 20.0) -> list[str]:
+    """SIGTERM the process groups started for `names` together, SIGKILL what is left after a grace period.
+
+    Returns the names that were running."""
+    groups = {}
+    for name in names:
+        pid = running_pid(stack, name)
+        stack.pid_file(name).unlink(missing_ok=True)
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+                groups[name] = pid
+            except ProcessLookupError:
+                pass
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            return True
+    alive = dict(groups)
+    while alive and time.monotonic() < deadline:
         time.sleep(0.3)
+        alive = {name: pid for name, pid in alive.items() if group_alive(pid)}
+    for pid in alive.values():
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return [name for name in names if name in groups]
+
+
+def group_alive(pgid: int) -> bool:
     try:
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pgid, 0)
     except ProcessLookupError:
-        pass
+        return False
     return True
+
+
+def stop_process(stack: Stack, name: str, grace_s: float = 20.0) -> bool:
+    return bool(stop_processes(stack, [name], grace_s))
 
 
 def wait_http(url: str, timeout_s: float, name: str, stack: Stack) -> None:
@@ -314,7 +329,8 @@ def start_ui(stack: Stack, env: dict[str, str]) -> str:
 
 
 def stop_ui(stack: Stack) -> list[str]:
-    return [component for component in UI_COMPONENTS if stop_process(stack, f"airflow-{component}")]
+    stopped = stop_processes(stack, [f"airflow-{component}" for component in UI_COMPONENTS])
+    return [name.removeprefix("airflow-") for name in stopped]
 
 
 # --- CLI --------------------------------------------------------------------------------------------------------

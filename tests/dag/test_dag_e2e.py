@@ -21,7 +21,7 @@ def run_dag(stack, logical_date: str, conf: dict) -> dict:
     stack.land(logical_date, logical_date)
     result = stack.dags_test(logical_date, conf)
     summary = stack.run_summary(logical_date)
-    assert "success" in summary["state"], (
+    assert "success" in summary["state"] and sorted(summary["tasks"]) == sorted(TASKS), (
         f"run for {logical_date} ended {summary['state']}: {summary['tasks']}\n{result.stdout[-6000:]}")
     return {"summary": summary, "output": result.stdout + result.stderr}
 

@@ -240,8 +240,9 @@ def test_spark_submit_cli(job, tmp_path):
                str(REPO_ROOT / "rossmann_jobs" / "predict.py"),
                "--model", job.model_uri, "--features", job.features.uri, "--out", out_uri]
     completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    assert "committed" in completed.stderr and "loaded model" in completed.stderr
+    output = completed.stdout + completed.stderr  # spark-submit sends the Python driver's stderr to stdout
+    assert completed.returncode == 0, output[-4000:]
+    assert "committed" in output and "loaded model" in output
     manifest = storage.read_manifest(out_uri)
     assert manifest["summary"]["rows"] == job.manifest["summary"]["rows"]
     submission = pd.read_csv(io.BytesIO(storage.read_bytes(storage.join(storage.committed_uri(out_uri),

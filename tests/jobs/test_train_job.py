@@ -1,6 +1,7 @@
 """End-to-end tests of the train job through spark-submit: 2 Horovod ranks on local[2], real S3 (moto) and disk.
 
-Each module fixture pays Horovod's start-up (~1 min) once and feeds several assertions.
+The S3 run is the real chain: synthetic raw drop -> prepare job -> train job. Each module fixture pays Horovod's
+start-up (~1 min) once and feeds several assertions.
 """
 from __future__ import annotations
 
@@ -16,26 +17,26 @@ import numpy as np
 import pytest
 
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, VALIDATION_DIR
+from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, METADATA_FILE, VALIDATION_DIR
 from rossmann_jobs.training import checkpoint
 from tests.jobs.conftest import JOBS_BIN, REPO_ROOT
 from tests.jobs.feature_fixtures import write_features
 
 pytestmark = pytest.mark.slow
 
-TRAIN_ROWS, VALIDATION_ROWS, SHARDS = 2000, 400, 4
 JOB_TIMEOUT_S = 900
+AS_OF, SHARDS = "2015-07-31", 4
 
 
-def spark_submit_train(args: list[str], log_path, extra_env: dict[str, str] | None = None):
-    """Run the train job as the DAG does; returns (exit code, log text, seconds)."""
+def spark_submit(job: str, args: list[str], log_path, extra_env: dict[str, str] | None = None):
+    """Run a job as the DAG does; returns (exit code, log text, seconds)."""
     env = {**os.environ, "PATH": f"{JOBS_BIN}:{os.environ['PATH']}",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
            **(extra_env or {})}
     started = time.perf_counter()
     with open(log_path, "w") as log:
         result = subprocess.run([str(JOBS_BIN / "spark-submit"), "--master", "local[2]", "--conf",
-                                 "spark.ui.enabled=false", str(REPO_ROOT / "rossmann_jobs" / "train.py"), *args],
+                                 "spark.ui.enabled=false", str(REPO_ROOT / "rossmann_jobs" / job), *args],
                                 stdout=log, stderr=subprocess.STDOUT, env=env, timeout=JOB_TIMEOUT_S,
                                 cwd=log_path.parent)
     return result.returncode, log_path.read_text(), time.perf_counter() - started
@@ -45,20 +46,29 @@ def committed_json(out: str, name: str) -> dict:
     return storage.read_json(storage.join(storage.committed_uri(out), name))
 
 
-# --- a clean run on S3 ------------------------------------------------------------------------------------------
+# --- synth -> prepare -> train on S3 ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def s3_run(s3_server, tmp_path_factory):
     import boto3
 
+    from rossmann_jobs.synth.cli import generate
+    from rossmann_jobs.synth.dataset import SynthConfig
+
+    work = tmp_path_factory.mktemp("s3-run")
     bucket = f"train-{uuid.uuid4().hex[:8]}"
     boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=bucket)
-    features, out = f"s3://{bucket}/features", f"s3://{bucket}/runs/1/train"
-    metadata = write_features(features, TRAIN_ROWS, VALIDATION_ROWS, SHARDS)
-    code, log, seconds = spark_submit_train(
-        ["--features", features, "--out", out, "--num-proc", "2", "--epochs", "2"],
-        tmp_path_factory.mktemp("s3-run") / "train.log")
-    return {"code": code, "log": log, "seconds": seconds, "features": features, "out": out, "metadata": metadata}
+    raw, features, out = (f"s3://{bucket}/raw/{AS_OF}", f"s3://{bucket}/runs/{AS_OF}/features",
+                          f"s3://{bucket}/runs/{AS_OF}/train")
+    generate(raw, SynthConfig(stores=6, seed=11), truth_uri=f"s3://{bucket}/truth/{AS_OF}.json")
+    code, log, _ = spark_submit("prepare.py", ["--raw", raw, "--out", features, "--as-of", AS_OF,
+                                               "--num-shards", str(SHARDS)], work / "prepare.log")
+    assert code == 0, f"prepare failed:\n{log[-4000:]}"
+    metadata = committed_json(features, METADATA_FILE)
+    code, log, seconds = spark_submit("train.py", ["--features", features, "--out", out, "--epochs", "2"],
+                                      work / "train.log")
+    return {"code": code, "log": log, "seconds": seconds, "features": features, "out": out, "metadata": metadata,
+            "train_rows": metadata["row_counts"]["train"], "validation_rows": metadata["row_counts"]["validation"]}
 
 
 def test_job_commits_model_metrics_and_plot(s3_run):
@@ -70,13 +80,14 @@ def test_job_commits_model_metrics_and_plot(s3_run):
 
 
 def test_both_ranks_trained_on_disjoint_shards_that_cover_every_row(s3_run):
-    shard_rows = {int(rank): int(rows) for rank, rows in
-                  re.findall(r"rank (\d)/2: train shard 2 files, (\d+) rows", s3_run["log"])}
-    assert set(shard_rows) == {0, 1}
-    assert sum(shard_rows.values()) == TRAIN_ROWS
-    assert f"allreduced: {TRAIN_ROWS} train rows, {VALIDATION_ROWS} validation rows over 2 ranks" in s3_run["log"]
+    logged = {int(rank): (int(files), int(rows)) for rank, files, rows in
+              re.findall(r"rank (\d)/2: train shard (\d+) files, (\d+) rows", s3_run["log"])}
+    assert set(logged) == {0, 1}                          # num_proc defaulted to local[2]'s 2 task slots
+    assert sum(rows for _files, rows in logged.values()) == s3_run["train_rows"]
+    assert (f"allreduced: {s3_run['train_rows']} train rows, {s3_run['validation_rows']} validation rows over "
+            "2 ranks") in s3_run["log"]
     metrics = committed_json(s3_run["out"], "metrics.json")
-    assert metrics["horovod_size"] == 2 and metrics["train_rows_total"] == TRAIN_ROWS
+    assert metrics["horovod_size"] == 2 and metrics["train_rows_total"] == s3_run["train_rows"]
     files = [set(rank["train_files"]) for rank in metrics["ranks"]]
     assert not files[0] & files[1] and len(files[0] | files[1]) == SHARDS
 
@@ -86,7 +97,8 @@ def test_metrics_show_per_epoch_progress(s3_run):
     epochs = metrics["epochs"]
     assert [e["epoch"] for e in epochs] == [1, 2]
     for epoch in epochs:
-        assert epoch["train_samples"] >= TRAIN_ROWS and epoch["validation_samples"] == VALIDATION_ROWS
+        assert epoch["train_samples"] >= s3_run["train_rows"]
+        assert epoch["validation_samples"] == s3_run["validation_rows"]
         assert all(math.isfinite(epoch[k]) and epoch[k] > 0 for k in
                    ("train_loss", "val_loss", "train_exp_rmspe", "val_exp_rmspe", "samples_per_second"))
         assert 0 <= epoch["data_wait_share"] < 1
@@ -118,7 +130,7 @@ def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, t
     inputs = {col: np.concatenate([f[col].to_numpy() for f in frames]).reshape(-1, 1) for col in FEATURE_COLS}
     log_sales = np.concatenate([f[LABEL_COL].to_numpy() for f in frames])
     predicted = model.predict(inputs, batch_size=1024, verbose=0).ravel()
-    assert predicted.shape == (VALIDATION_ROWS,) and np.all(np.isfinite(predicted))
+    assert predicted.shape == (s3_run["validation_rows"],) and np.all(np.isfinite(predicted))
     rmspe = math.sqrt(np.mean((1 - np.exp(predicted - log_sales)) ** 2))
     assert rmspe == pytest.approx(artifact["best_val_exp_rmspe"], rel=1e-3)
 
@@ -129,12 +141,12 @@ def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, t
 def killed_then_resumed(tmp_path_factory):
     work = tmp_path_factory.mktemp("fault")
     features, out = str(work / "features"), str(work / "train")
-    write_features(features, TRAIN_ROWS, VALIDATION_ROWS, SHARDS)
+    write_features(features, train_rows=2000, validation_rows=400, num_shards=SHARDS)
     args = ["--features", features, "--out", out, "--num-proc", "2", "--epochs", "2", "--hidden-units", "64,32"]
-    killed = spark_submit_train(args, work / "killed.log", {"ROSSMANN_TRAIN_KILL_AFTER_EPOCH": "1"})
+    killed = spark_submit("train.py", args, work / "killed.log", {"ROSSMANN_TRAIN_KILL_AFTER_EPOCH": "1"})
     pointer_after_kill = checkpoint.read_pointer(checkpoint.checkpoint_root(out))
     state_after_kill = checkpoint.read_state(pointer_after_kill) if pointer_after_kill else None
-    resumed = spark_submit_train(args, work / "resumed.log")
+    resumed = spark_submit("train.py", args, work / "resumed.log")
     return {"out": out, "killed": killed, "resumed": resumed, "pointer_after_kill": pointer_after_kill,
             "state_after_kill": state_after_kill}
 

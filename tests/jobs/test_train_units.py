@@ -57,7 +57,7 @@ def test_saved_model_loads_without_custom_objects_and_predicts_the_same(tmp_path
 
     model = build_model(VOCAB_SIZES, 20000.0, SMALL)
     path = str(tmp_path / "model.h5")
-    model.save(path, include_optimizer=False, save_format="h5")
+    checkpoint.save_model_h5(model, path)
     loaded = tf.keras.models.load_model(path, compile=False)
     inputs = _inputs(feature_table(32, np.random.default_rng(2)))
     np.testing.assert_allclose(loaded.predict(inputs, verbose=0), model.predict(inputs, verbose=0), rtol=1e-6)

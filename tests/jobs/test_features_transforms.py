@@ -1,0 +1,264 @@
+"""Unit tests of the pure feature steps on tiny hand-made frames: elapsed days, calendar, joins, windows, encoding."""
+from __future__ import annotations
+
+import math
+from datetime import date, timedelta
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from rossmann_jobs.features import calendar, elapsed, encode, joins, split
+from rossmann_jobs.features.raw_schemas import GOOGLE_TREND, STORE
+from rossmann_jobs.features.validate import PROBLEM, problem_columns
+
+D = date.fromisoformat
+PROBLEM_TYPE = "struct<reason:string,column:string,record:string>"
+
+
+def with_problem_column(df):
+    return df.withColumn(PROBLEM, F.lit(None).cast(PROBLEM_TYPE))
+
+
+# --- elapsed days -----------------------------------------------------------------------------------------------
+
+def elapsed_rows(spark, rows, eligible=None):
+    """rows: (Store, Date, Promo) -> {(Store, Date): (BeforePromo, AfterPromo)}."""
+    df = spark.createDataFrame(rows, "Store int, Date date, Promo boolean")
+    eligible = F.lit(True) if eligible is None else eligible
+    out = elapsed.add_elapsed(df, eligible, ["Promo"]).collect()
+    return {(r.Store, r.Date): (r.BeforePromo, r.AfterPromo) for r in out}
+
+
+def test_elapsed_counts_days_to_next_and_since_last_event(spark):
+    days = [D("2015-01-01") + timedelta(days=i) for i in range(6)]
+    promo = [False, True, False, False, True, False]
+    got = elapsed_rows(spark, [(1, d, p) for d, p in zip(days, promo)])
+    # After: since the last event on/before the day, else since the store's first day.
+    assert [got[(1, d)][1] for d in days] == [0, 0, 1, 2, 0, 1]
+    # Before: minus days to the next event on/after the day, else to the store's last day.
+    assert [got[(1, d)][0] for d in days] == [-1, 0, -2, -1, 0, 0]
+
+
+def test_elapsed_first_row_of_a_store_and_a_store_without_events(spark):
+    days = [D("2015-03-01") + timedelta(days=i) for i in range(4)]
+    rows = [(7, d, False) for d in days] + [(8, days[2], True), (8, days[3], False)]
+    got = elapsed_rows(spark, rows)
+    # No event at all: After counts from the store's first day, Before to its last day.
+    assert [got[(7, d)] for d in days] == [(-3, 0), (-2, 1), (-1, 2), (0, 3)]
+    # Store 8 starts later: its own first day anchors it, not store 7's.
+    assert got[(8, days[2])] == (0, 0) and got[(8, days[3])] == (0, 1)
+
+
+def test_elapsed_ties_on_one_date_count_the_event_for_every_row(spark):
+    day, next_day = D("2015-05-05"), D("2015-05-06")
+    rows = [(1, D("2015-05-01"), False), (1, day, False), (1, day, True), (1, next_day, False)]
+    out = elapsed.add_elapsed(spark.createDataFrame(rows, "Store int, Date date, Promo boolean"), F.lit(True),
+                              ["Promo"]).collect()
+    on_day = [(r.BeforePromo, r.AfterPromo) for r in out if r.Date == day]
+    assert on_day == [(0, 0), (0, 0)]
+    assert {(r.Date, r.BeforePromo, r.AfterPromo) for r in out if r.Date != day} == {
+        (D("2015-05-01"), -4, 0), (next_day, 0, 1)}
+
+
+def test_elapsed_ignores_rows_that_are_not_eligible(spark):
+    days = [D("2015-01-01") + timedelta(days=i) for i in range(4)]
+    rows = [(1, days[0], False), (1, days[1], True), (1, days[2], False), (1, days[3], False)]
+    df = spark.createDataFrame(rows, "Store int, Date date, Promo boolean")
+    # The promo on day 1 belongs to a row that is not eligible (e.g. after as-of), so nobody sees it.
+    out = elapsed.add_elapsed(df, F.col("Date") != F.lit(days[1]), ["Promo"]).collect()
+    got = {r.Date: (r.BeforePromo, r.AfterPromo) for r in out if r.Date != days[1]}
+    assert got == {days[0]: (-3, 0), days[2]: (-1, 2), days[3]: (0, 3)}
+
+
+def test_flag_events_treats_only_zero_as_no_event(spark):
+    df = spark.createDataFrame([(0, "0", 0), (1, "a", 1), (1, "c", 0), (None, None, None)],
+                               "Promo int, StateHoliday string, SchoolHoliday int")
+    got = [tuple(r) for r in elapsed.flag_events(df).collect()]
+    assert got == [(False, False, False), (True, True, True), (True, True, False), (None, None, None)]
+
+
+# --- calendar ---------------------------------------------------------------------------------------------------
+
+def test_expand_date_uses_iso_weeks(spark):
+    df = spark.createDataFrame([(D("2014-12-29"),), (D("2015-01-04"),), (D("2015-07-31"),)], "Date date")
+    got = [(r.Year, r.Month, r.Week, r.Day) for r in calendar.expand_date(df).collect()]
+    assert got == [(2014, 12, 1, 29), (2015, 1, 1, 4), (2015, 7, 31, 31)]
+
+
+COMPETITION_SCHEMA = ("Date date, CompetitionOpenSinceYear int, CompetitionOpenSinceMonth int, Promo2SinceYear int, "
+                      "Promo2SinceWeek int")
+
+
+def test_competition_months_are_capped_at_24_and_zero_before_opening_or_when_unknown(spark):
+    rows = [
+        (D("2015-07-31"), 2015, 7, None, None),   # opened 2015-07-15: 16 days -> 0 months
+        (D("2015-07-31"), 2015, 5, None, None),   # 2015-05-15: 77 days -> 2 months
+        (D("2015-07-31"), 2010, 1, None, None),   # far back: capped at 720 days -> 24
+        (D("2015-07-31"), 2016, 1, None, None),   # opens later: 0
+        (D("2015-07-31"), None, None, None, None),  # unknown: year filled with 1900 -> 0
+        (D("2015-07-31"), 1900, 3, None, None),   # the real file's 1900: also 0
+    ]
+    out = calendar.add_competition_and_promo2(spark.createDataFrame(rows, COMPETITION_SCHEMA)).collect()
+    assert [r.CompetitionMonthsOpen for r in out] == [0, 2, 24, 0, 0, 0]
+    assert [r.CompetitionOpenSinceYear for r in out] == [2015, 2015, 2010, 2016, 1900, 1900]
+    assert [r.Promo2SinceYear for r in out] == [1900] * 6
+    assert [r.Promo2Weeks for r in out] == [0] * 6
+
+
+def test_promo2_weeks_count_from_the_since_week_capped_at_25(spark):
+    rows = [
+        (D("2015-01-29"), None, None, 2015, 2),   # since 2015-01-08: 21 days -> 3 weeks
+        (D("2015-01-29"), None, None, 2013, 10),  # long ago: 175 days cap -> 25
+        (D("2015-01-29"), None, None, 2015, 40),  # in the future: 0
+        (D("2015-01-29"), None, None, None, None),  # no promo2: 0
+    ]
+    out = calendar.add_competition_and_promo2(spark.createDataFrame(rows, COMPETITION_SCHEMA)).collect()
+    assert [r.Promo2Weeks for r in out] == [3, 25, 0, 0]
+
+
+# --- joins ------------------------------------------------------------------------------------------------------
+
+def test_trend_keys_map_ni_and_germany_and_quarantine_bad_weeks(spark):
+    rows = [("Rossmann_DE", "2015-07-26 - 2015-08-01", 50), ("Rossmann_DE_NI", "2015-07-26 - 2015-08-01", 40),
+            ("Rossmann_DE_BY", "2015-07-26 - 2015-08-01", 45), ("Rossmann_DE_BY", "week 31", 45)]
+    trend = with_problem_column(spark.createDataFrame(rows, "file string, week string, trend int"))
+    classified = joins.classify_trend(trend, GOOGLE_TREND)
+    states = {(r.State, r.Year, r.Week): r.trend for r in joins.state_trend(classified).collect()}
+    assert states == {("HB,NI", 2015, 30): 40, ("BY", 2015, 30): 45}
+    germany = {(r.Year, r.Week): r.trend_de for r in joins.germany_trend(classified).collect()}
+    assert germany == {(2015, 30): 50}
+    problems = classified.filter(F.col(PROBLEM).isNotNull()).select("week", *problem_columns()).collect()
+    assert [(r.week, r._reason_column) for r in problems] == [("week 31", "week")]
+
+
+def test_trend_rows_that_collide_on_the_join_key_are_all_quarantined(spark):
+    # 2017-01-01 and 2017-12-31 are both Sundays of ISO week 52 of year 2017: the example's key would fan out.
+    rows = [("Rossmann_DE_BY", "2017-01-01 - 2017-01-07", 10), ("Rossmann_DE_BY", "2017-12-31 - 2018-01-06", 20),
+            ("Rossmann_DE_BY", "2017-01-08 - 2017-01-14", 30)]
+    trend = with_problem_column(spark.createDataFrame(rows, "file string, week string, trend int"))
+    classified = joins.classify_trend(trend, GOOGLE_TREND)
+    assert [r.trend for r in joins.state_trend(classified).collect()] == [30]
+    reasons = {r._reason for r in classified.select(*problem_columns()).collect() if r._reason}
+    assert reasons == {"duplicate key (State,Year,Week)"}
+
+
+def sales_frame(spark, rows):
+    schema = "Store int, Date date, Year int, Week int, in_scope boolean"
+    return with_problem_column(spark.createDataFrame(rows, schema))
+
+
+def lookup_frames(spark, stores=(1,), states=((1, "BY"),)):
+    store_rows = [(s, "a", "a", 100.0, None, None, 0, None, None, None) for s in stores]
+    store = with_problem_column(spark.createDataFrame(store_rows, ", ".join(
+        f"{name} {'int' if kind == 'int' else 'double' if kind == 'double' else 'string'}"
+        for name, kind in STORE.columns)))
+    store_states = with_problem_column(spark.createDataFrame(list(states), "Store int, State string"))
+    trend = spark.createDataFrame([("BY", 2015, 31, 40, True)],
+                                  "State string, Year int, Week int, trend int, _has_trend boolean")
+    trend_de = spark.createDataFrame([(2015, 31, 55, True)], "Year int, Week int, trend_de int, _has_trend_de boolean")
+    weather_cols = ", ".join(f"{c} double" for c in joins.WEATHER_COLS if c != "Events")
+    weather = spark.createDataFrame(
+        [("BY", D("2015-07-31"), *[1.0] * (len(joins.WEATHER_COLS) - 1), "Rain", True)],
+        f"State string, Date date, {weather_cols}, Events string, _has_weather boolean")
+    return store, store_states, trend, trend_de, weather
+
+
+def test_join_lookups_quarantines_misses_in_scope_and_never_changes_the_row_count(spark):
+    rows = [(1, D("2015-07-31"), 2015, 31, True),    # everything found
+            (2, D("2015-07-31"), 2015, 31, True),    # store 2 unknown to store.csv
+            (3, D("2015-07-31"), 2015, 31, True),    # store 3 in store.csv but not in store_states.csv
+            (1, D("2015-07-30"), 2015, 31, True),    # no weather that day
+            (2, D("2015-07-31"), 2015, 31, False)]   # out of scope: not judged
+    lookups = lookup_frames(spark, stores=(1, 3))
+    joined = joins.join_lookups(sales_frame(spark, rows), *lookups, "in_scope", ["Store", "Date"])
+    out = joined.select("Store", "Date", "in_scope", "trend", "trend_de", "Events", *problem_columns()).collect()
+    assert len(out) == len(rows)
+    reasons = {(r.Store, r.Date, r.in_scope): r._reason for r in out}
+    assert reasons == {
+        (1, D("2015-07-31"), True): None,
+        (2, D("2015-07-31"), True): "Store not in store.csv",
+        (3, D("2015-07-31"), True): "Store not in store_states.csv",
+        (1, D("2015-07-30"), True): "no weather.csv row for (State, Date) via state_names.csv",
+        (2, D("2015-07-31"), False): None,
+    }
+    found = [r for r in out if r._reason is None and r.in_scope][0]
+    assert (found.trend, found.trend_de, found.Events) == (40, 55, "Rain")
+
+
+# --- windows and outcomes ---------------------------------------------------------------------------------------
+
+def test_validation_window_is_the_horizon_shifted_back_one_year():
+    windows = split.plan_windows(D("2015-07-31"), D("2015-08-01"), D("2015-09-17"))
+    assert (windows.validation_start, windows.validation_end) == (D("2014-08-02"), D("2014-09-17"))
+
+
+def test_validation_window_is_cut_at_as_of():
+    windows = split.plan_windows(D("2014-08-20"), D("2015-08-01"), D("2015-09-17"))
+    assert (windows.validation_start, windows.validation_end) == (D("2014-08-02"), D("2014-08-20"))
+
+
+def test_validation_window_falls_back_to_the_last_horizon_length_days_before_as_of():
+    windows = split.plan_windows(D("2014-06-30"), D("2015-08-01"), D("2015-08-10"))
+    assert (windows.validation_start, windows.validation_end) == (D("2014-06-21"), D("2014-06-30"))
+    assert "last 10 days" in windows.validation_rule
+
+
+def test_assign_outcome_sends_every_row_to_exactly_one_place(spark):
+    windows = split.plan_windows(D("2015-07-31"), D("2015-08-01"), D("2015-08-14"))
+    rows = [("train", D("2015-08-02"), 100, None), ("test", D("2015-07-30"), None, None),
+            ("train", D("2015-07-01"), 0, None), ("train", D("2014-08-05"), 100, None),
+            ("train", D("2015-07-01"), 100, None), ("test", D("2015-08-02"), None, None),
+            ("train", D("2015-07-01"), None, "bad")]
+    df = spark.createDataFrame(rows, "_source string, Date date, Sales int, bad string")
+    df = (df.withColumn("Store", F.lit(1)).withColumn(split.IN_SCOPE, split.in_scope(windows.as_of))
+          .withColumn(PROBLEM, F.when(F.col("bad").isNotNull(), F.struct(
+              F.lit("x").alias("reason"), F.lit("y").alias("column"), F.lit("z").alias("record")))))
+    got = [r[split.OUTCOME] for r in split.assign_outcome(df, windows, None, 1).collect()]
+    assert got == [split.AFTER_AS_OF, split.NOT_AFTER_AS_OF, split.ZERO_SALES, split.VALIDATION, split.TRAIN,
+                   split.TEST, split.QUARANTINED]
+
+
+def test_sample_is_deterministic_and_close_to_the_rate(spark):
+    df = spark.range(20000).select((F.col("id") % 1000).cast("int").alias("Store"),
+                                   F.date_add(F.lit(D("2013-01-01")), (F.col("id") / 1000).cast("int")).alias("Date"))
+    picked = df.filter(split.sampled(0.25, seed=3))
+    first = {(r.Store, r.Date) for r in picked.collect()}
+    again = {(r.Store, r.Date) for r in df.repartition(7).filter(split.sampled(0.25, seed=3)).collect()}
+    assert first == again
+    assert abs(len(first) / 20000 - 0.25) < 0.02
+    other_seed = {(r.Store, r.Date) for r in df.filter(split.sampled(0.25, seed=4)).collect()}
+    assert other_seed != first
+
+
+# --- encoding ---------------------------------------------------------------------------------------------------
+
+def test_vocabularies_are_sorted_known_values_and_unknown_or_null_encode_to_zero(spark):
+    value_sets = {col: [] for col in encode.CATEGORICAL_COLS}
+    value_sets.update({"StoreType": ["c", "a"], "Promo": [True, False], "Store": [10, 2]})
+    vocabularies = encode.sorted_vocabularies(value_sets)
+    assert vocabularies["StoreType"] == ["a", "c"] and vocabularies["Store"] == [2, 10]
+    assert encode.vocab_sizes(vocabularies)["StoreType"] == 3
+
+    columns = {c: None for c in encode.FEATURE_COLS}
+    rows = [{**columns, "Store": 10, "StoreType": "c", "Promo": False, "CompetitionDistance": 5.5},
+            {**columns, "Store": 2, "StoreType": "z", "Promo": True, "CompetitionDistance": None}]
+    schema = T.StructType(
+        [T.StructField("Store", T.IntegerType()), T.StructField("StoreType", T.StringType()),
+         T.StructField("Promo", T.BooleanType())]
+        + [T.StructField(c, T.StringType()) for c in encode.CATEGORICAL_COLS
+           if c not in ("Store", "StoreType", "Promo")]
+        + [T.StructField(c, T.DoubleType()) for c in encode.CONTINUOUS_COLS])
+    df = spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
+    encoded = encode.encode_features(df, vocabularies)
+    got = [(r.StoreId, r.Store, r.StoreType, r.Promo, r.Events, r.CompetitionDistance) for r in encoded.collect()]
+    assert got == [(10, 2, 2, 1, 0, 5.5), (2, 1, 0, 2, 0, 0.0)]
+    types = dict(encoded.dtypes)
+    assert {types[c] for c in encode.CATEGORICAL_COLS} == {"int"}
+    assert {types[c] for c in encode.CONTINUOUS_COLS} == {"float"}
+
+
+def test_log_label_is_float32_log_sales(spark):
+    out = encode.log_label(spark.createDataFrame([(1,), (5263,)], "Sales int")).collect()
+    assert [r.Sales for r in out] == pytest.approx([0.0, math.log(5263)], rel=1e-6)
+

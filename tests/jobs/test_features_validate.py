@@ -1,0 +1,160 @@
+"""Unit tests of raw-input validation: headers, typed parsing with problem flags, duplicates, thresholds, accounting."""
+from __future__ import annotations
+
+import hashlib
+from datetime import date
+
+import pytest
+from pyspark.sql import functions as F
+
+from rossmann_jobs.features.raw_schemas import CORRUPT_COL, TEST, TRAIN
+from rossmann_jobs.features.validate import (PROBLEM, AccountingError, FileDigest, RawInputError, check_accounting,
+                                             check_reject_fraction, parse_columns, parse_header, problem_columns,
+                                             quarantine_duplicates)
+
+TRAIN_HEADER = "Store,DayOfWeek,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday"
+
+
+# --- headers ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("head", [
+    TRAIN_HEADER + "\n1,5,2015-07-31,5263,555,1,1,0,1\n",
+    "\ufeff" + TRAIN_HEADER + "\r\n1,5,2015-07-31,5263,555,1,1,0,1\r\n",
+    TRAIN_HEADER,
+])
+def test_header_accepts_bom_crlf_and_a_header_only_head(head):
+    assert parse_header(TRAIN, head.encode("utf-8")) == TRAIN.column_names
+
+
+def test_header_names_missing_and_extra_columns():
+    head = b"Store,DayOfWeek,Date,Sales,Open,Promo,StateHoliday,SchoolHoliday,Weather\n"
+    with pytest.raises(RawInputError) as error:
+        parse_header(TRAIN, head)
+    message = str(error.value)
+    assert message.startswith("train.csv:")
+    assert "missing columns ['Customers']" in message and "extra columns ['Weather']" in message
+
+
+def test_header_detects_a_wrong_delimiter():
+    with pytest.raises(RawInputError, match=r"train.csv: wrong delimiter: .* semicolons"):
+        parse_header(TRAIN, TRAIN_HEADER.replace(",", ";").encode() + b"\n1;5\n")
+    with pytest.raises(RawInputError, match=r"tabs"):
+        parse_header(TRAIN, TRAIN_HEADER.replace(",", "\t").encode() + b"\n")
+
+
+def test_header_rejects_columns_out_of_order():
+    with pytest.raises(RawInputError, match="out of order"):
+        parse_header(TRAIN, b"DayOfWeek,Store,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday\n")
+
+
+def test_empty_file_is_an_error():
+    with pytest.raises(RawInputError, match="train.csv: the file is empty"):
+        parse_header(TRAIN, b"")
+
+
+@pytest.mark.parametrize("text", [
+    b"\xef\xbb\xbfa,b\r\n1,2\r\n\r\n3,4\n5,6",    # BOM, CRLF, a blank line, no final newline
+    b"a,b\n1,2\n,\n \n3,4\n\n",                  # an empty-valued row and a blank-valued one count
+])
+def test_file_digest_counts_rows_as_spark_reads_them(spark, tmp_path, text):
+    digest = FileDigest(head_bytes=4)
+    for start in range(0, len(text), 3):          # chunks split lines and CRLF pairs
+        digest.update(text[start:start + 3])
+    assert (digest.sha256, digest.size, digest.head) == (hashlib.sha256(text).hexdigest(), len(text), text[:4])
+    path = tmp_path / "file.csv"
+    path.write_bytes(text)
+    assert digest.data_rows == spark.read.csv(str(path), header=True, schema="a string, b string").count()
+
+
+# --- typed parsing ----------------------------------------------------------------------------------------------
+
+def parse_lines(spark, tmp_path, raw_file, lines):
+    """Write lines under the file's header, read them as Spark does in the job, parse; rows by first field."""
+    path = tmp_path / raw_file.name
+    path.write_text("\n".join([",".join(raw_file.column_names), *lines]) + "\n")
+    text = spark.read.csv(str(path), schema=raw_file.text_schema(), header=True, mode="PERMISSIVE",
+                          columnNameOfCorruptRecord=CORRUPT_COL, enforceSchema=True)
+    parsed = parse_columns(text, raw_file)
+    # Select a single column besides the problem: Spark's CSV column pruning must not hide malformed lines.
+    return parsed.select("Date", *problem_columns(), F.col(f"{PROBLEM}.record").alias("record")).collect()
+
+
+def test_parse_flags_each_row_problem_with_its_column_and_record(spark, tmp_path):
+    lines = [
+        "1,5,2015-07-31,5263,555,1,1,0,1",     # fine
+        "2,5,2015-07-31,52x3,555,1,1,0,1",     # unparseable Sales
+        "3,5,2015-02-30,5263,555,1,1,0,1",     # impossible date
+        "4,5,2015-7-31,5263,555,1,1,0,1",      # date not in yyyy-MM-dd
+        "5,5,2015-07-31,-12,555,1,1,0,1",      # negative Sales
+        "6,5,2015-07-31,,555,1,1,0,1",         # missing Sales
+        "7,5,2015-07-31,5263,555,1,1,0",       # a field short
+        "8,9,2015-07-31,5263,555,1,1,0,1",     # DayOfWeek out of range
+        "9,5,2015-07-31,12.5,555,1,1,0,1",     # not an integer
+        "10,5,2015-07-31, 77 ,555,1,1,0,1",    # surrounding blanks are fine
+    ]
+    rows = parse_lines(spark, tmp_path, TRAIN, lines)
+    got = [(r._reason, r._reason_column) for r in rows]
+    assert got == [
+        (None, None),
+        ("unparseable int", "Sales"),
+        ("unparseable date", "Date"),
+        ("unparseable date", "Date"),
+        ("negative value", "Sales"),
+        ("missing value", "Sales"),
+        ("malformed line (expected 9 fields)", "*"),
+        ("out of range [1, 7]", "DayOfWeek"),
+        ("unparseable int", "Sales"),
+        (None, None),
+    ]
+    assert rows[6].record == lines[6]                       # Spark kept the raw line
+    assert '"Sales":"52x3"' in rows[1].record               # else the fields as text
+    assert rows[0].Date == date(2015, 7, 31) and rows[0].record is None
+
+
+def test_parse_allows_a_blank_test_open_but_not_a_blank_store(spark, tmp_path):
+    rows = parse_lines(spark, tmp_path, TEST, ["1,1,4,2015-09-17,,1,0,0", "2,,4,2015-09-17,1,1,0,0"])
+    assert [(r._reason, r._reason_column) for r in rows] == [(None, None), ("missing value", "Store")]
+
+
+def test_parse_unquotes_quoted_values(spark, tmp_path):
+    rows = parse_lines(spark, tmp_path, TRAIN, ['1,5,2015-07-31,5263,555,1,1,"0",1'])
+    assert rows[0]._reason is None
+
+
+# --- duplicates -------------------------------------------------------------------------------------------------
+
+def test_every_copy_of_a_duplicate_key_is_quarantined_and_bad_rows_do_not_count(spark):
+    problem = "struct<reason:string,column:string,record:string>"
+    rows = [(1, "2015-07-31", None), (1, "2015-07-31", None), (2, "2015-07-31", None), (2, "2015-07-31", "bad"),
+            (None, "2015-07-31", None), (None, "2015-07-31", None)]
+    df = spark.createDataFrame(rows, "Store int, Date string, bad string").withColumn(
+        PROBLEM, F.when(F.col("bad").isNotNull(), F.struct(F.lit("unparseable int").alias("reason"),
+                                                             F.lit("Sales").alias("column"),
+                                                             F.lit("x").alias("record"))).cast(problem))
+    out = quarantine_duplicates(df, ["Store", "Date"], ["Store", "Date"]).select(
+        "Store", "bad", *problem_columns()).collect()
+    got = sorted((r.Store or 0, r.bad or "", r._reason or "") for r in out)
+    assert got == [(0, "", ""), (0, "", ""), (1, "", "duplicate key (Store,Date)"),
+                   (1, "", "duplicate key (Store,Date)"), (2, "", ""), (2, "bad", "unparseable int")]
+
+
+# --- thresholds and accounting ----------------------------------------------------------------------------------
+
+def test_reject_fraction_above_the_limit_names_file_reason_column_and_examples():
+    problems = {("unparseable int", "Sales"): 3, ("duplicate key (Store,Date)", "Store,Date"): 1}
+    examples = {("unparseable int", "Sales"): ['{"Store":"2","Sales":"52x3"}']}
+    check_reject_fraction("train.csv", 4000, problems, examples, max_fraction=0.001)   # 4 <= 4: quarantined
+    with pytest.raises(RawInputError) as error:
+        check_reject_fraction("train.csv", 3999, problems, examples, max_fraction=0.001)
+    message = str(error.value)
+    assert message.startswith("train.csv: 4 of 3999 rows")
+    assert "unparseable int in column 'Sales': 3 rows, e.g. {\"Store\":\"2\",\"Sales\":\"52x3\"}" in message
+    assert "duplicate key (Store,Date) in column 'Store,Date': 1 rows" in message
+
+
+def test_accounting_fails_with_the_counts_when_rows_are_lost_or_duplicated():
+    check_accounting("train.csv", 10, {"train": 7, "quarantined": 3})
+    with pytest.raises(AccountingError, match=r"train.csv: 10 rows read but 9 accounted for .* lost 1 rows"):
+        check_accounting("train.csv", 10, {"train": 6, "quarantined": 3})
+    with pytest.raises(AccountingError, match="duplicated 2 rows"):
+        check_accounting("train.csv", 10, {"train": 9, "quarantined": 3})
