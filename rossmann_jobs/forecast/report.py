@@ -84,6 +84,10 @@ def horizon_plot(daily: pd.DataFrame) -> bytes:
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return " to ".join(_fmt(v) for v in value)
     return "n/a" if value is None else str(value)
 
 

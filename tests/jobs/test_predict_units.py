@@ -117,11 +117,14 @@ def test_report_renders_pngs_and_a_page_referencing_them():
     for png in (report.overall_plot(daily, 0.12), report.stores_plot(by_store, {3: 0.1}), report.horizon_plot(horizon)):
         assert png.startswith(PNG_SIGNATURE) and len(png) > 1000
     worst = pd.DataFrame({"StoreId": [7], "rmspe": [0.3]})
-    page = report.index_html("t<1>", [("validation exp-RMSPE", 0.1234)], worst, [("artifact: x", "<b>")])
+    metrics_rows = [("validation exp-RMSPE", 0.1234), ("horizon", {"start": "2015-08-01", "end": "2015-09-17"}),
+                    ("validation window", ["2014-08-02", "2014-09-17"])]
+    page = report.index_html("t<1>", metrics_rows, worst, [("artifact: x", "<b>")])
     parser = _ImageSources()
     parser.feed(page)
     assert sorted(parser.sources) == sorted([report.OVERALL_PNG, report.STORES_PNG, report.HORIZON_PNG])
     assert "0.1234" in page and "&lt;b&gt;" in page and "Store 7" in page
+    assert "start: 2015-08-01, end: 2015-09-17" in page and "2014-08-02 to 2014-09-17" in page
 
 
 @pytest.fixture(scope="module")
