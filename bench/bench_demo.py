@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,7 @@ def main() -> None:
         sys.exit(f"demo failed (exit {result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
 
     summary = json.loads((state_dir / "log" / f"demo-{DATE}.summary.json").read_text())
+    shutil.rmtree(state_dir, ignore_errors=True)
     metrics = summary["xcom"]["read_train_metrics"]
     record = {
         "benchmark": "demo_end_to_end",

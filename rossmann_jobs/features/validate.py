@@ -63,8 +63,8 @@ def parse_header(raw_file: RawFile, head: bytes) -> list[str]:
 class FileDigest:
     """Streamed over a raw file once: SHA-256, size, the head (for the header check) and the number of data rows.
 
-    Rows are counted as Spark's CSV reader sees them (one per non-empty line, LF or CRLF, header excluded), which
-    makes the count the independent side of the row accounting.
+    Rows are counted as Spark's CSV reader sees them (one per line that is not blank, LF or CRLF, header
+    excluded), which makes the count the independent side of the row accounting.
     """
 
     def __init__(self, head_bytes: int = 64 * 1024):
@@ -77,7 +77,7 @@ class FileDigest:
         self.head += chunk[:max(0, self._head_bytes - len(self.head))]
         lines = (self._carry + chunk).split(b"\n")
         self._carry = lines.pop()
-        self._lines += len(lines) - lines.count(b"") - lines.count(b"\r")
+        self._lines += sum(1 for line in lines if line.strip())
 
     @property
     def sha256(self) -> str:
@@ -85,7 +85,7 @@ class FileDigest:
 
     @property
     def data_rows(self) -> int:
-        lines = self._lines + (1 if self._carry.strip(b"\r") else 0)
+        lines = self._lines + (1 if self._carry.strip() else 0)
         return max(0, lines - 1)
 
 

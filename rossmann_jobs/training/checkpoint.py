@@ -1,8 +1,9 @@
 """Per-epoch training checkpoints under <out>/checkpoints/, each committed by a pointer object written last.
 
 Layout: `epoch-<K>-<id>/` (weights.h5, optimizer.npz, state.json) holds the latest training state and
-`best-<K>-<id>/model.h5` the best model so far; `latest.json` names both. A single PUT (or local rename) is atomic,
-so a crash mid-write leaves the previous pointer valid; the next checkpoint removes the orphaned folders.
+`best-<K>-<id>/model.h5` the best model so far; `latest.json` names both, relative to the checkpoint root. A single
+PUT (or local rename) is atomic, so a crash mid-write leaves the previous pointer valid; the next checkpoint removes
+the orphaned folders.
 """
 from __future__ import annotations
 
@@ -32,15 +33,20 @@ def read_pointer(root: str) -> dict[str, Any] | None:
     return storage.read_json(pointer_uri) if storage.exists(pointer_uri) else None
 
 
-def read_state(pointer: dict[str, Any]) -> dict[str, Any]:
-    return storage.read_json(storage.join(pointer["prefix"], STATE_FILE))
+def read_state(root: str, pointer: dict[str, Any]) -> dict[str, Any]:
+    return storage.read_json(storage.join(root, pointer["state_dir"], STATE_FILE))
+
+
+def best_model_uri(root: str, pointer: dict[str, Any]) -> str:
+    return storage.join(root, pointer["best_model"])
 
 
 def save(root: str, epoch: int, model, optimizer, state: dict[str, Any], is_best: bool) -> dict[str, Any]:
     """Write the training state after `epoch` (and the model, if it is the best so far), then the pointer."""
     previous = read_pointer(root)
     tag = f"{epoch:04d}-{uuid.uuid4().hex[:8]}"
-    prefix = storage.join(root, f"epoch-{tag}")
+    state_dir = f"epoch-{tag}"
+    prefix = storage.join(root, state_dir)
     with tempfile.TemporaryDirectory(prefix="rossmann-ckpt-") as tmp:
         weights_path = os.path.join(tmp, WEIGHTS_FILE)
         model.save_weights(weights_path)
@@ -48,16 +54,16 @@ def save(root: str, epoch: int, model, optimizer, state: dict[str, Any], is_best
         storage.write_bytes(storage.join(prefix, OPTIMIZER_FILE), optimizer_bytes(optimizer))
         storage.write_json(storage.join(prefix, STATE_FILE), state)
         if is_best or previous is None:
-            best_model = storage.join(root, f"best-{tag}", BEST_MODEL_FILE)
+            best_model = f"best-{tag}/{BEST_MODEL_FILE}"
             model_path = os.path.join(tmp, BEST_MODEL_FILE)
             save_model_h5(model, model_path)
-            _upload_file(model_path, best_model)
+            _upload_file(model_path, storage.join(root, best_model))
         else:
             best_model = previous["best_model"]
-    pointer = {"epoch": epoch, "prefix": prefix, "best_model": best_model,
+    pointer = {"epoch": epoch, "state_dir": state_dir, "best_model": best_model,
                "written_at": datetime.now(timezone.utc).isoformat()}
     storage.write_json(storage.join(root, POINTER_NAME), pointer)
-    _remove_unreferenced(root, keep={prefix, best_model.rsplit("/", 1)[0]})
+    _remove_unreferenced(root, keep={state_dir, best_model.split("/", 1)[0]})
     return pointer
 
 
@@ -72,14 +78,15 @@ def save_model_h5(model, path: str) -> None:
         tf_logger.setLevel(level)
 
 
-def restore(pointer: dict[str, Any], model, optimizer) -> None:
+def restore(root: str, pointer: dict[str, Any], model, optimizer) -> None:
     """Load weights and optimizer slots of the checkpoint into a freshly built model and optimizer."""
+    prefix = storage.join(root, pointer["state_dir"])
     with tempfile.TemporaryDirectory(prefix="rossmann-ckpt-") as tmp:
         weights_path = os.path.join(tmp, WEIGHTS_FILE)
         with open(weights_path, "wb") as handle:
-            handle.write(storage.read_bytes(storage.join(pointer["prefix"], WEIGHTS_FILE)))
+            handle.write(storage.read_bytes(storage.join(prefix, WEIGHTS_FILE)))
         model.load_weights(weights_path)
-    restore_optimizer(optimizer, storage.read_bytes(storage.join(pointer["prefix"], OPTIMIZER_FILE)))
+    restore_optimizer(optimizer, storage.read_bytes(storage.join(prefix, OPTIMIZER_FILE)))
 
 
 def optimizer_bytes(optimizer) -> bytes:
@@ -108,8 +115,8 @@ def _upload_file(local_path: str, uri: str) -> None:
 
 
 def _remove_unreferenced(root: str, keep: set[str]) -> None:
-    depth = len(root.rstrip("/").split("/")) + 1
-    folders = {"/".join(uri.split("/")[:depth]) for uri in storage.list_files(root)
-               if len(uri.split("/")) > depth}
+    """Delete the folders under root that the pointer does not name (older epochs, orphans of crashed writes)."""
+    base = root.rstrip("/") + "/"
+    folders = {uri[len(base):].split("/", 1)[0] for uri in storage.list_files(root) if "/" in uri[len(base):]}
     for folder in folders - keep:
-        storage.delete_prefix(folder)
+        storage.delete_prefix(storage.join(root, folder))

@@ -103,7 +103,8 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
             "validation_rows_total": plan.validation_rows_total, "best_epoch": sched.best_epoch,
             "best_val_exp_rmspe": sched.best_value, "stopped_early": sched.stopped,
             "resumed_after_epoch": state["epoch"] or None,
-            "best_model": checkpoint.read_pointer(config.checkpoint_root)["best_model"]}
+            "best_model": checkpoint.best_model_uri(config.checkpoint_root,
+                                                    checkpoint.read_pointer(config.checkpoint_root))}
 
 
 def _plan_shards(hvd, tf, config: WorkerConfig, params: TrainParams) -> ShardPlan:
@@ -175,12 +176,12 @@ def _initial_state(config: WorkerConfig, params: TrainParams, model, optimizer, 
     if pointer is None:
         log.info("no checkpoint under %s: starting at epoch 1", config.checkpoint_root)
         return fresh
-    saved = checkpoint.read_state(pointer)
+    saved = checkpoint.read_state(config.checkpoint_root, pointer)
     mismatch = _resume_mismatch(saved, config, params)
     if mismatch:
         log.warning("checkpoint after epoch %d is not resumable (%s): starting at epoch 1", pointer["epoch"], mismatch)
         return fresh
-    checkpoint.restore(pointer, model, optimizer)
+    checkpoint.restore(config.checkpoint_root, pointer, model, optimizer)
     if saved["horovod_size"] != size:
         log.warning("checkpoint was written with %d ranks, now %d: the learning rate scales to the new size",
                     saved["horovod_size"], size)

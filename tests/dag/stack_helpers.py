@@ -2,8 +2,10 @@
 running the DAG with `airflow dags test` and reading the run back. Importing it sets up an isolated AIRFLOW_HOME."""
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +21,7 @@ SMALL_RUN_CONF = {"epochs": 2, "num_proc": 2, "batch_size": 256, "learning_rate"
 
 # Airflow reads its settings when first imported: point in-process imports (DagBag tests) at a throwaway home.
 os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="rossmann-airflow-home-")
+atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO_ROOT / "plugins")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"

@@ -54,7 +54,7 @@ def test_empty_file_is_an_error():
 
 @pytest.mark.parametrize("text", [
     b"\xef\xbb\xbfa,b\r\n1,2\r\n\r\n3,4\n5,6",    # BOM, CRLF, a blank line, no final newline
-    b"a,b\n1,2\n,\n \n3,4\n\n",                  # an empty-valued row and a blank-valued one count
+    b"a,b\n1,2\n,\n \t\n3,4\n\n",                # an empty-valued row counts, a whitespace line does not
 ])
 def test_file_digest_counts_rows_as_spark_reads_them(spark, tmp_path, text):
     digest = FileDigest(head_bytes=4)

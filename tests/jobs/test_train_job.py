@@ -145,7 +145,7 @@ def killed_then_resumed(tmp_path_factory):
     args = ["--features", features, "--out", out, "--num-proc", "2", "--epochs", "2", "--hidden-units", "64,32"]
     killed = spark_submit("train.py", args, work / "killed.log", {"ROSSMANN_TRAIN_KILL_AFTER_EPOCH": "1"})
     pointer_after_kill = checkpoint.read_pointer(checkpoint.checkpoint_root(out))
-    state_after_kill = checkpoint.read_state(pointer_after_kill) if pointer_after_kill else None
+    state_after_kill = checkpoint.read_state(checkpoint.checkpoint_root(out), pointer_after_kill)
     resumed = spark_submit("train.py", args, work / "resumed.log")
     return {"out": out, "killed": killed, "resumed": resumed, "pointer_after_kill": pointer_after_kill,
             "state_after_kill": state_after_kill}

@@ -235,6 +235,8 @@ def _trained_model_and_optimizer(seed):
 
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_checkpoint_round_trip_restores_weights_optimizer_and_state(where, tmp_path, request):
+    import tensorflow as tf
+
     root = checkpoint.checkpoint_root(str(tmp_path) if where == "local" else request.getfixturevalue("s3_bucket"))
     assert checkpoint.read_pointer(root) is None
     model, optimizer = _trained_model_and_optimizer(1)
@@ -243,11 +245,15 @@ def test_checkpoint_round_trip_restores_weights_optimizer_and_state(where, tmp_p
     pointer = checkpoint.read_pointer(root)
     assert pointer == second and pointer["epoch"] == 2
     assert pointer["best_model"] == first["best_model"]           # epoch 2 was not better: best stays
-    assert checkpoint.read_state(pointer)["note"] == "second"
-    assert not any(uri.startswith(first["prefix"] + "/") for uri in storage.list_files(root))  # old state removed
+    assert checkpoint.read_state(root, pointer)["note"] == "second"
+    folders = {uri[len(root) + 1:].split("/")[0] for uri in storage.list_files(root)}
+    assert folders == {"latest.json", second["state_dir"], first["best_model"].split("/")[0]}  # epoch 1 state gone
+    best = tf.keras.models.load_model(storage.download_dir(
+        storage.join(root, first["best_model"].split("/")[0]), str(tmp_path / "best")) + "/model.h5", compile=False)
+    np.testing.assert_array_equal(best.get_weights()[0], model.get_weights()[0])
 
     fresh_model, fresh_optimizer = _trained_model_and_optimizer(2)
-    checkpoint.restore(pointer, fresh_model, fresh_optimizer)
+    checkpoint.restore(root, pointer, fresh_model, fresh_optimizer)
     for saved, restored in zip(model.get_weights(), fresh_model.get_weights()):
         np.testing.assert_array_equal(saved, restored)
     assert len(optimizer.weights) == 1 + 2 * len(model.trainable_variables)    # iterations + Adam m and v
