@@ -147,7 +147,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         write_features(tmp, train_rows=args.rows, validation_rows=1000, num_shards=2 * args.num_proc)
         features = load_feature_set(tmp)
-        units = scan_files(features.train_files)
+        units = scan_files(features.train_files, features.vocab_sizes)
         started = time.perf_counter()
         per_rank = horovod.spark.run(bench_fn, args=(units, features.max_sales, args.batch_size, args.steps,
                                                      args.warmup_steps, args.rounds), num_proc=args.num_proc,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from functools import reduce
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -32,27 +31,22 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
-from rossmann_jobs.features import encode, split
+from rossmann_jobs.features import accounting, encode, split
 from rossmann_jobs.features.pipeline import classify_lookups, classify_sales, quarantined_rows, sales_rows
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRAIN, RawFile
-from rossmann_jobs.features.spec import (FEATURE_COLS, LABEL_COL, METADATA_FILE, REJECTED_DIR, STORE_ID_COL,
-                                         TEST_DIR, TRAIN_DIR, VALIDATION_DIR)
-from rossmann_jobs.features.validate import (EXAMPLES_PER_PROBLEM, REASON, REASON_COLUMN, AccountingError,
-                                             FileDigest, RawInputError, acceptable, check_accounting,
-                                             check_reject_fraction,
-                                             examples_by_problem, parse_columns, parse_header, problem_columns)
+from rossmann_jobs.features.spec import METADATA_FILE, REJECTED_DIR, STORE_ID_COL
+from rossmann_jobs.features.validate import (AccountingError, FileDigest, RawInputError, acceptable,
+                                             check_accounting, check_reject_fraction, examples_by_problem,
+                                             parse_columns, parse_header)
 from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
 
 log = logging.getLogger("rossmann.prepare")
 
 DEFAULT_NUM_SHARDS = 16
 DEFAULT_MAX_REJECT_FRACTION = 0.001
-SPLIT_COLUMNS = {
-    TRAIN_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
-    VALIDATION_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
-    TEST_DIR: ["Id", STORE_ID_COL, "Date", "Open", *FEATURE_COLS],
-}
-TRAINING_OUTCOMES = (split.TRAIN, split.VALIDATION, split.SAMPLED_OUT)
+SPLIT_SOURCES = {"train": TRAIN.name, "validation": TRAIN.name, "test": TEST.name}
+POINT_IN_TIME = ("train/validation: train.csv rows dated <= as_of; test: test.csv rows dated > as_of; vocabularies, "
+                 "max_sales and Before/After day counts use only those rows")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -115,61 +109,14 @@ def horizon_dates(test: DataFrame, as_of: date) -> tuple[date, date]:
     return first, last
 
 
-# --- accounting -------------------------------------------------------------------------------------------------
-
-def outcome_counts(classified: DataFrame) -> list[dict[str, Any]]:
-    """Rows and max Sales per (file, outcome, reason, column) in one pass over the classified rows."""
-    grouped = (classified.groupBy(split.SOURCE, split.OUTCOME, *problem_columns())
-               .agg(F.count(F.lit(1)).alias("rows"), F.max(LABEL_COL).alias("max_sales")))
-    return [row.asDict() for row in grouped.collect()]
-
-
-def lookup_counts(frames: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
-    """Rows per (reason, column) of every lookup file, in one job."""
-    tagged = [frame.select(F.lit(name).alias("file"), *problem_columns()) for name, frame in frames.items()]
-    grouped = reduce(DataFrame.unionByName, tagged).groupBy("file", REASON, REASON_COLUMN).count()
-    counts: dict[str, list[dict[str, Any]]] = {name: [] for name in frames}
-    for row in grouped.collect():
-        counts[row["file"]].append({REASON: row[REASON], REASON_COLUMN: row[REASON_COLUMN], "rows": row["count"]})
-    return counts
-
-
-def problem_examples(quarantine: DataFrame) -> dict[str, dict[tuple[str, str], list[str]]]:
-    """Up to EXAMPLES_PER_PROBLEM records per (file, reason, column)."""
-    from pyspark.sql import Window
-
-    ranked = quarantine.withColumn(
-        "_n", F.row_number().over(Window.partitionBy("file", "reason", "column").orderBy("record")))
-    rows = ranked.filter(F.col("_n") <= EXAMPLES_PER_PROBLEM).select("file", "reason", "column", "record").collect()
-    by_file: dict[str, list] = {}
-    for row in rows:
-        by_file.setdefault(row["file"], []).append((row["reason"], row["column"], row["record"]))
-    return {name: examples_by_problem(items) for name, items in by_file.items()}
-
-
-def file_ledgers(input_rows: dict[str, int], sales_groups: list[dict], lookup_groups: dict[str, list[dict]]
-                 ) -> tuple[dict[str, dict[str, int]], dict[str, dict[tuple[str, str], int]]]:
-    """Per file: rows per outcome; and per file: quarantined rows per (reason, column)."""
-    outcomes: dict[str, dict[str, int]] = {name: {} for name in input_rows}
-    problems: dict[str, dict[tuple[str, str], int]] = {name: {} for name in input_rows}
-    groups = [(f"{g[split.SOURCE]}.csv", g[split.OUTCOME], g) for g in sales_groups]
-    groups += [(name, split.QUARANTINED if g[REASON] else "accepted", g)
-               for name, gs in lookup_groups.items() for g in gs]
-    for name, outcome, group in groups:
-        outcomes[name][outcome] = outcomes[name].get(outcome, 0) + group["rows"]
-        if group[REASON]:
-            key = (group[REASON], group[REASON_COLUMN])
-            problems[name][key] = problems[name].get(key, 0) + group["rows"]
-    return outcomes, problems
-
-
 # --- output -----------------------------------------------------------------------------------------------------
 
-def split_frame(classified: DataFrame, name: str, vocabularies: dict[str, list]) -> DataFrame:
-    rows = encode.encode_features(classified.filter(F.col(split.OUTCOME) == name), vocabularies)
-    if name != TEST_DIR:
-        rows = encode.log_label(rows)
-    return rows.select(*SPLIT_COLUMNS[name])
+def collect_examples(quarantine: DataFrame) -> dict[str, dict[tuple[str, str], list[str]]]:
+    """Example records per file and (reason, column), for error messages."""
+    by_file: dict[str, list] = {}
+    for row in accounting.problem_examples(quarantine).collect():
+        by_file.setdefault(row["file"], []).append((row["reason"], row["column"], row["record"]))
+    return {name: examples_by_problem(items) for name, items in by_file.items()}
 
 
 def write_shards(frame: DataFrame, uri: str, num_shards: int) -> list[dict[str, Any]]:
@@ -217,50 +164,40 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
 
     classified = classify_sales(sales_rows(parsed[TRAIN.name], parsed[TEST.name]), lookups, windows,
                                 sample_rate, seed).persist()
-    with timed("classify rows (validate, join, elapsed, outcome)", timings):
-        sales_groups = outcome_counts(classified)
-        lookup_groups = lookup_counts({**lookups.by_file, "state_names.csv": state_names})
-    outcomes, problems = file_ledgers(input_rows, sales_groups, lookup_groups)
+    with timed("classify rows (validate, join, elapsed, outcome) and count them", timings):
+        sales_groups = [row.asDict() for row in accounting.outcome_summary(classified).collect()]
+        lookup_groups = [row.asDict() for row in
+                         accounting.lookup_summary({**lookups.by_file, "state_names.csv": state_names}).collect()]
+    outcomes, problems = accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
     log.info("row outcomes per file: %s", outcomes)
     quarantine = quarantined_rows(classified, lookups, state_names)
-    if any(problems.values()):
-        examples = problem_examples(quarantine)
-        for name, file_problems in problems.items():
-            check_reject_fraction(name, input_rows[name], file_problems, examples.get(name, {}), max_reject_fraction)
-            if file_problems:
-                log.warning("%s: quarantining %d rows: %s", name, sum(file_problems.values()), file_problems)
-    for name in RAW_FILES:
-        check_accounting(name, input_rows[name], outcomes[name])
-    split_rows = {name: outcomes[f"{'test' if name == TEST_DIR else 'train'}.csv"].get(name, 0)
-                  for name in SPLIT_COLUMNS}
+    check_rows(input_rows, outcomes, problems, quarantine, max_reject_fraction)
+    split_rows = {name: outcomes[SPLIT_SOURCES[name]].get(name, 0) for name in encode.SPLIT_COLUMNS}
     empty = [name for name, rows in split_rows.items() if rows == 0]
     if empty:
         raise RawInputError(f"no rows for the {', '.join(empty)} split(s) with --as-of {as_of} "
                             f"(windows {windows.as_json()}, outcomes {outcomes}).")
-
-    with timed("vocabularies", timings):
-        value_sets = encode.vocabulary_sets(
-            classified.filter(F.col(split.OUTCOME).isin(*TRAINING_OUTCOMES, split.TEST))).first().asDict()
-        vocabularies = encode.sorted_vocabularies(value_sets)
-    max_sales = max(g["max_sales"] for g in sales_groups if g[split.OUTCOME] in TRAINING_OUTCOMES)
+    vocabularies = encode.sorted_vocabularies(accounting.value_sets(sales_groups))
+    log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
 
     attempt = storage.new_attempt_uri(out)
-    shards: dict[str, list] = {}
-    for name in SPLIT_COLUMNS:
+    shards = {}
+    for name in encode.SPLIT_COLUMNS:
         with timed(f"write {name} split", timings):
-            shards[name] = write_shards(split_frame(classified, name, vocabularies), storage.join(attempt, name),
-                                        num_shards)
+            shards[name] = write_shards(encode.encoded_split(classified, name, vocabularies),
+                                        storage.join(attempt, name), num_shards)
         written = sum(shard["rows"] for shard in shards[name])
         if written != split_rows[name]:
             raise AccountingError(f"{name} split: {written} rows written but {split_rows[name]} classified.")
     with timed("write rejected rows", timings):
         quarantine.coalesce(1).write.mode("errorifexists").json(storage.spark_uri(storage.join(attempt, REJECTED_DIR)))
-    classified.unpersist()
+    for frame in (classified, state_names, *lookups.by_file.values()):
+        frame.unpersist()
 
     metadata = {
         "feature_spec": encode.feature_spec(vocabularies),
         "vocabularies": vocabularies,
-        "max_sales": float(max_sales),
+        "max_sales": accounting.max_sales(sales_groups),
         "row_counts": {**split_rows, "rejected": sum(sum(p.values()) for p in problems.values()),
                        "files": outcomes,
                        "quarantine_reasons": {name: {f"{reason} [{column}]": rows
@@ -270,8 +207,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         "test_window": {"start": windows.test_start.isoformat(), "end": windows.test_end.isoformat()},
         "validation_window": {"start": windows.validation_start.isoformat(),
                               "end": windows.validation_end.isoformat(), "rule": windows.validation_rule},
-        "point_in_time": ("train/validation: train.csv rows dated <= as_of; test: test.csv rows dated > as_of; "
-                          "vocabularies and Before/After day counts use only those rows"),
+        "point_in_time": POINT_IN_TIME,
         "input_checksums": {name: {"sha256": facts["sha256"], "bytes": facts["bytes"]}
                             for name, facts in inputs.items()},
         "raw": raw,
@@ -288,6 +224,20 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
     storage.commit(out, attempt, {"as_of": metadata["as_of"], "row_counts": split_rows})
     log.info("committed %s: %s", attempt, split_rows)
     return metadata
+
+
+def check_rows(input_rows: dict[str, int], outcomes: dict[str, dict[str, int]],
+               problems: dict[str, dict[tuple[str, str], int]], quarantine: DataFrame,
+               max_reject_fraction: float) -> None:
+    """Fail on too many quarantined rows in a file, or on rows that did not end up in exactly one place."""
+    if any(problems.values()):
+        examples = collect_examples(quarantine)
+        for name, file_problems in problems.items():
+            check_reject_fraction(name, input_rows[name], file_problems, examples.get(name, {}), max_reject_fraction)
+            if file_problems:
+                log.warning("%s: quarantining %d rows: %s", name, sum(file_problems.values()), file_problems)
+    for name in RAW_FILES:
+        check_accounting(name, input_rows[name], outcomes[name])
 
 
 def main(argv: list[str] | None = None) -> int:

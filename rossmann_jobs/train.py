@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with timed("scan features", timings):
             features = load_feature_set(args.features)
-            train_units = scan_files(features.train_files)
-            validation_units = scan_files(features.validation_files)
+            train_units = scan_files(features.train_files, features.vocab_sizes)
+            validation_units = scan_files(features.validation_files, features.vocab_sizes)
         if not any(unit.rows for unit in validation_units):
             raise FeatureDataError(f"{features.attempt_uri}: the validation set is empty; early stopping and "
                                    "best-model selection need it. Re-run prepare with a validation window.")

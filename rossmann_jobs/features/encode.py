@@ -7,13 +7,15 @@ from typing import Any, Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from rossmann_jobs.features import split
 from rossmann_jobs.features.spec import (CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL, STORE_ID_COL,
-                                         UNKNOWN_INDEX)
+                                         TEST_DIR, TRAIN_DIR, UNKNOWN_INDEX, VALIDATION_DIR)
 
-
-def vocabulary_sets(df: DataFrame) -> DataFrame:
-    """One row holding the distinct non-null values of every categorical column (one pass over df)."""
-    return df.agg(*[F.collect_set(col).alias(col) for col in CATEGORICAL_COLS])
+SPLIT_COLUMNS = {
+    TRAIN_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
+    VALIDATION_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
+    TEST_DIR: ["Id", STORE_ID_COL, "Date", "Open", *FEATURE_COLS],
+}
 
 
 def sorted_vocabularies(value_sets: Mapping[str, list]) -> dict[str, list]:
@@ -47,6 +49,14 @@ def encode_features(df: DataFrame, vocabularies: Mapping[str, list]) -> DataFram
 def log_label(df: DataFrame) -> DataFrame:
     """Sales -> log(Sales) as float32 (rows with Sales > 0 only)."""
     return df.withColumn(LABEL_COL, F.log(F.col(LABEL_COL)).cast("float"))
+
+
+def encoded_split(classified: DataFrame, name: str, vocabularies: Mapping[str, list]) -> DataFrame:
+    """The rows of one split (train, validation or test) as the model reads them, SPLIT_COLUMNS only."""
+    rows = encode_features(classified.filter(F.col(split.OUTCOME) == name), vocabularies)
+    if name != TEST_DIR:
+        rows = log_label(rows)
+    return rows.select(*SPLIT_COLUMNS[name])
 
 
 def feature_spec(vocabularies: Mapping[str, list]) -> dict:

@@ -78,10 +78,10 @@ def check_feature_spec(metadata: dict[str, Any], metadata_uri: str) -> None:
         raise FeatureDataError(f"{metadata_uri} does not match rossmann_jobs/features/spec.py: " + "; ".join(problems))
 
 
-def scan_files(file_uris: list[str]) -> list[ParquetUnit]:
-    """Check every file's schema and null counts from its footer; returns the files' row groups.
+def scan_files(file_uris: list[str], vocab_sizes: dict[str, int]) -> list[ParquetUnit]:
+    """Check every file's schema, nulls and index ranges from its footer; returns the files' row groups.
 
-    Raises FeatureDataError naming the file, the column and (for nulls) example rows.
+    Raises FeatureDataError naming the file, the column and (for bad values) example rows.
     """
     import pyarrow.parquet as pq
 
@@ -90,23 +90,48 @@ def scan_files(file_uris: list[str]) -> list[ParquetUnit]:
         filesys, path = storage.filesystem(uri)
         with filesys.open_input_file(path) as handle:
             parquet = pq.ParquetFile(handle)
-            schema = parquet.schema_arrow
-            for col in TRAINING_COLUMNS:
-                if col not in schema.names:
-                    raise FeatureDataError(f"{uri}: column {col!r} is missing (columns: {schema.names}); the "
-                                           "prepare job must write every column of rossmann_jobs/features/spec.py.")
-                actual = str(schema.field(col).type)
-                if actual != EXPECTED_TYPES[col]:
-                    raise FeatureDataError(f"{uri}: column {col!r} has type {actual}, expected {EXPECTED_TYPES[col]}"
-                                           " (categorical int32 indices, continuous/label float32).")
+            _check_schema(uri, parquet.schema_arrow)
+            _check_values(uri, parquet, vocab_sizes)
             meta = parquet.metadata
-            for col in TRAINING_COLUMNS:
-                if _null_count(meta, schema.get_field_index(col)):
-                    raise FeatureDataError(f"{uri}: column {col!r} has nulls, e.g. rows "
-                                           f"{_null_examples(parquet, col)}; prepare must fill them (0 / 0.0).")
             units.extend(ParquetUnit(uri, group, meta.row_group(group).num_rows)
                          for group in range(meta.num_row_groups))
     return units
+
+
+def _check_schema(uri: str, schema) -> None:
+    for col in TRAINING_COLUMNS:
+        if col not in schema.names:
+            raise FeatureDataError(f"{uri}: column {col!r} is missing (columns: {schema.names}); the prepare job "
+                                   "must write every column of rossmann_jobs/features/spec.py.")
+        actual = str(schema.field(col).type)
+        if actual != EXPECTED_TYPES[col]:
+            raise FeatureDataError(f"{uri}: column {col!r} has type {actual}, expected {EXPECTED_TYPES[col]} "
+                                   "(categorical int32 indices, continuous/label float32).")
+
+
+def _check_values(uri: str, parquet, vocab_sizes: dict[str, int]) -> None:
+    """Nulls and out-of-vocabulary indices, from the footer statistics; rows are read only to show examples."""
+    import pyarrow.compute as pc
+
+    meta, names = parquet.metadata, parquet.schema_arrow.names
+    for col in TRAINING_COLUMNS:
+        stats = [meta.row_group(g).column(names.index(col)).statistics for g in range(meta.num_row_groups)]
+        stats = [s for s in stats if s is not None]
+        if any(s.has_null_count and s.null_count for s in stats):
+            raise FeatureDataError(f"{uri}: column {col!r} has nulls, e.g. rows "
+                                   f"{_examples(parquet, col, pc.is_null)}; prepare must fill them (0 / 0.0).")
+        if col in vocab_sizes and any(s.has_min_max and (s.min < 0 or s.max >= vocab_sizes[col]) for s in stats):
+            size = vocab_sizes[col]
+            outside = _examples(parquet, col, lambda values: pc.or_(pc.less(values, 0), pc.greater_equal(values, size)))
+            raise FeatureDataError(f"{uri}: column {col!r} holds indices outside 0..{size - 1} (vocab_size in "
+                                   f"metadata.json), e.g. rows {outside}; were the Parquet files and metadata.json "
+                                   "written by different prepare runs?")
+
+
+def _examples(parquet, col: str, predicate, limit: int = 3) -> list[dict]:
+    keys = [key for key in KEY_COLS if key in parquet.schema_arrow.names]
+    table = parquet.read(columns=[*keys, col])
+    return table.filter(predicate(table[col])).slice(0, limit).to_pylist()
 
 
 def rank_units(units: list[ParquetUnit], rank: int, size: int) -> list[ParquetUnit]:
@@ -114,20 +139,3 @@ def rank_units(units: list[ParquetUnit], rank: int, size: int) -> list[ParquetUn
     files = list(dict.fromkeys(unit.uri for unit in units))
     mine = set(files[rank::size])
     return [unit for unit in units if unit.uri in mine]
-
-
-def _null_count(meta, column_index: int) -> int:
-    count = 0
-    for group in range(meta.num_row_groups):
-        stats = meta.row_group(group).column(column_index).statistics
-        if stats is not None and stats.has_null_count:
-            count += stats.null_count
-    return count
-
-
-def _null_examples(parquet, col: str, limit: int = 3) -> list[dict]:
-    import pyarrow.compute as pc
-
-    keys = [key for key in KEY_COLS if key in parquet.schema_arrow.names]
-    table = parquet.read(columns=[*keys, col])
-    return table.filter(pc.is_null(table[col])).slice(0, limit).to_pylist()

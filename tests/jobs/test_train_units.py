@@ -86,7 +86,7 @@ def features_dir(tmp_path_factory):
 def test_feature_set_lists_committed_files_and_scans_footers(features_dir):
     features = load_feature_set(features_dir)
     assert len(features.train_files) == 4 and len(features.validation_files) == 4
-    units = scan_files(features.train_files)
+    units = scan_files(features.train_files, features.vocab_sizes)
     assert sum(unit.rows for unit in units) == 1000
     assert features.vocab_sizes == VOCAB_SIZES
 
@@ -107,7 +107,7 @@ def test_scan_rejects_files_that_break_the_schema(tmp_path, mutation, message):
     path = str(tmp_path / "bad.parquet")
     pq.write_table(mutation(feature_table(10, np.random.default_rng(3))), path)
     with pytest.raises(FeatureDataError, match=message) as error:
-        scan_files([path])
+        scan_files([path], VOCAB_SIZES)
     assert "bad.parquet" in str(error.value)
 
 
@@ -121,8 +121,28 @@ def test_scan_names_example_rows_with_nulls(tmp_path):
     table = table.set_column(table.schema.get_field_index("trend"), "trend", pa.array(trend, pa.float32()))
     pq.write_table(table, str(tmp_path / "nulls.parquet"))
     with pytest.raises(FeatureDataError, match="column 'trend' has nulls") as error:
-        scan_files([str(tmp_path / "nulls.parquet")])
+        scan_files([str(tmp_path / "nulls.parquet")], VOCAB_SIZES)
     assert f"'StoreId': {table['StoreId'][3].as_py()}" in str(error.value)
+
+
+def test_scan_names_example_rows_with_indices_outside_the_vocabulary(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = feature_table(10, np.random.default_rng(5))
+    promo = table["Promo"].to_pylist()
+    promo[6] = VOCAB_SIZES["Promo"]
+    table = table.set_column(table.schema.get_field_index("Promo"), "Promo", pa.array(promo, pa.int32()))
+    pq.write_table(table, str(tmp_path / "oov.parquet"))
+    with pytest.raises(FeatureDataError, match=r"column 'Promo' holds indices outside 0..2") as error:
+        scan_files([str(tmp_path / "oov.parquet")], VOCAB_SIZES)
+    example = f"{{'StoreId': {table['StoreId'][6].as_py()}, 'Date': datetime.date(2015, 6, 1), 'Promo': 3}}"
+    assert example in str(error.value)
+
+
+def _units(features_dir):
+    features = load_feature_set(features_dir)
+    return scan_files(features.train_files, features.vocab_sizes)
 
 
 def test_rank_units_split_whole_files_round_robin():
@@ -144,7 +164,7 @@ def _row_ids(blocks):
 
 
 def test_one_epoch_of_shuffled_blocks_sees_every_row_once(features_dir):
-    units = scan_files(load_feature_set(features_dir).train_files)
+    units = _units(features_dir)
     blocks = list(shuffled_blocks(units, 50, 20, np.random.default_rng([7, 1, 0]), buffer_rows=300,
                                   block_batches=3))
     assert all(block[LABEL_COL].shape[1:] == (50, 1) for block in blocks)
@@ -156,7 +176,7 @@ def test_one_epoch_of_shuffled_blocks_sees_every_row_once(features_dir):
 
 
 def test_shuffle_is_reproducible_per_epoch_and_differs_between_epochs(features_dir):
-    units = scan_files(load_feature_set(features_dir).train_files)
+    units = _units(features_dir)
 
     def epoch(seed, number):
         return _row_ids(shuffled_blocks(units, 50, 20, np.random.default_rng([seed, number, 0]), 300, 4))
@@ -166,7 +186,7 @@ def test_shuffle_is_reproducible_per_epoch_and_differs_between_epochs(features_d
 
 
 def test_small_shard_wraps_around_to_fill_the_agreed_steps(features_dir):
-    units = scan_files(load_feature_set(features_dir).train_files)[:1]   # 250 rows
+    units = _units(features_dir)[:1]   # 250 rows
     blocks = list(shuffled_blocks(units, 100, 6, np.random.default_rng(0), buffer_rows=1000, block_batches=2))
     seen = _row_ids(blocks)
     assert len(seen) == 600
@@ -174,7 +194,7 @@ def test_small_shard_wraps_around_to_fill_the_agreed_steps(features_dir):
 
 
 def test_stream_yields_before_reading_the_whole_shard(features_dir):
-    units = scan_files(load_feature_set(features_dir).train_files)
+    units = _units(features_dir)
     read_units = []
 
     def counting_read(unit, chunk_rows):

@@ -1,0 +1,68 @@
+"""Row accounting: per-file outcome counts, quarantine reasons and examples, vocabulary value sets, max Sales."""
+from __future__ import annotations
+
+from functools import reduce
+from typing import Any, Iterable, Mapping
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from rossmann_jobs.features import split
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, LABEL_COL
+from rossmann_jobs.features.validate import EXAMPLES_PER_PROBLEM, REASON, REASON_COLUMN, problem_columns
+
+ACCEPTED = "accepted"   # the outcome of a lookup-table row without problem
+TRAINING_OUTCOMES = (split.TRAIN, split.VALIDATION, split.SAMPLED_OUT)   # rows <= as-of that count as known
+VOCABULARY_OUTCOMES = (*TRAINING_OUTCOMES, split.TEST)
+
+
+def outcome_summary(classified: DataFrame) -> DataFrame:
+    """One pass over the classified sales rows: per (file, outcome, reason, column) the row count, the max Sales
+    and, for the rows that define vocabularies, the distinct values of every categorical column."""
+    defines_vocabulary = F.col(split.OUTCOME).isin(*VOCABULARY_OUTCOMES)
+    return (classified.groupBy(split.SOURCE, split.OUTCOME, *problem_columns())
+            .agg(F.count(F.lit(1)).alias("rows"), F.max(LABEL_COL).alias("max_sales"),
+                 *[F.collect_set(F.when(defines_vocabulary, F.col(col))).alias(col) for col in CATEGORICAL_COLS]))
+
+
+def lookup_summary(frames: Mapping[str, DataFrame]) -> DataFrame:
+    """Rows per (file, reason, column) of the lookup files, in one job."""
+    tagged = [frame.select(F.lit(name).alias("file"), *problem_columns()) for name, frame in frames.items()]
+    return reduce(DataFrame.unionByName, tagged).groupBy("file", REASON, REASON_COLUMN).agg(
+        F.count(F.lit(1)).alias("rows"))
+
+
+def problem_examples(quarantine: DataFrame) -> DataFrame:
+    """Up to EXAMPLES_PER_PROBLEM quarantined (file, reason, column, record) rows per problem."""
+    first = Window.partitionBy("file", "reason", "column").orderBy("record")
+    return (quarantine.withColumn("_n", F.row_number().over(first)).filter(F.col("_n") <= EXAMPLES_PER_PROBLEM)
+            .select("file", "reason", "column", "record"))
+
+
+def file_ledgers(input_rows: Mapping[str, int], sales_groups: Iterable[Mapping[str, Any]],
+                 lookup_groups: Iterable[Mapping[str, Any]]
+                 ) -> tuple[dict[str, dict[str, int]], dict[str, dict[tuple[str, str], int]]]:
+    """Per file: rows per outcome; and per file: quarantined rows per (reason, column)."""
+    outcomes: dict[str, dict[str, int]] = {name: {} for name in input_rows}
+    problems: dict[str, dict[tuple[str, str], int]] = {name: {} for name in input_rows}
+    groups = [(f"{g[split.SOURCE]}.csv", g[split.OUTCOME], g) for g in sales_groups]
+    groups += [(g["file"], split.QUARANTINED if g[REASON] else ACCEPTED, g) for g in lookup_groups]
+    for name, outcome, group in groups:
+        outcomes[name][outcome] = outcomes[name].get(outcome, 0) + group["rows"]
+        if group[REASON]:
+            key = (group[REASON], group[REASON_COLUMN])
+            problems[name][key] = problems[name].get(key, 0) + group["rows"]
+    return outcomes, problems
+
+
+def value_sets(sales_groups: Iterable[Mapping[str, Any]]) -> dict[str, list]:
+    """The union of every group's categorical value sets."""
+    merged: dict[str, set] = {col: set() for col in CATEGORICAL_COLS}
+    for group in sales_groups:
+        for col in CATEGORICAL_COLS:
+            merged[col].update(group[col])
+    return {col: list(values) for col, values in merged.items()}
+
+
+def max_sales(sales_groups: Iterable[Mapping[str, Any]]) -> float:
+    return float(max(g["max_sales"] for g in sales_groups if g[split.OUTCOME] in TRAINING_OUTCOMES))
