@@ -5,7 +5,8 @@ same per-rank batch size, first from in-memory batches (isolates the training st
 (Parquet shard streamed by rossmann_jobs.training.shard_input). Writes bench/out/train_bench_np<N>.json and
 prints a table.
 
-    PYTHONPATH=. .venvs/jobs/bin/spark-submit --master 'local[2]' bench/bench_train.py [--rounds 5] [--steps 15] [--num-proc 2]
+    PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. spark-submit --master 'local[2]' bench/bench_train.py \\
+        [--rounds 5] [--steps 15] [--num-proc 2]
 """
 from __future__ import annotations
 

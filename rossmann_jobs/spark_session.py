@@ -35,6 +35,8 @@ def configure_logging() -> None:
         stream=sys.stderr,
         force=True,
     )
+    # py4j logs every callback-server reconnect with a traceback at INFO; only its warnings matter to us.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def s3a_conf() -> dict[str, str]:

@@ -120,7 +120,7 @@ def write_outputs(attempt: str, features: FeatureSet, summary: dict[str, Any], p
                         report.training_curves_png(summary["history"], summary["best_epoch"]))
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     spark = build_spark_session("rossmann-train")
     timings: dict[str, float] = {}
@@ -148,7 +148,14 @@ def main(argv: list[str] | None = None) -> None:
                  features.attempt_uri, len(features.train_files), sum(u.rows for u in train_units), num_proc,
                  params.epochs, params.batch_size)
         with stage_progress(spark, interval_s=60), timed("horovod training", timings):
-            results = run_horovod(config, num_proc)
+            try:
+                results = run_horovod(config, num_proc)
+            except Exception:
+                pointer = checkpoint.read_pointer(checkpoints)
+                kept = (f"the checkpoint after epoch {pointer['epoch']} under {checkpoints} is kept; a re-run "
+                        "resumes from it" if pointer else "no checkpoint was written yet")
+                log.error("Horovod training failed: %s", kept)
+                raise
         summary = results[0]
         for rank_result in results:
             shard = rank_result["shard"]
@@ -163,9 +170,13 @@ def main(argv: list[str] | None = None) -> None:
                                                "epochs_run": len(summary["history"])})
         log.info("committed %s: best epoch %s, val exp_rmspe %.5f", attempt, summary["best_epoch"],
                  summary["best_val_exp_rmspe"])
+    except (FeatureDataError, storage.OutputNotCommittedError) as error:
+        log.error("train failed: %s", error)
+        return 2
     finally:
         spark.stop()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

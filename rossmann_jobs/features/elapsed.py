@@ -1,23 +1,24 @@
 """Event flags and the Before<Event>/After<Event> day counts per store, computed with window functions."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-EVENT_COLS = ["Promo", "StateHoliday", "SchoolHoliday"]
+def event_flags() -> dict[str, Column]:
+    """Promo, StateHoliday, SchoolHoliday as booleans: anything but "0"/0 is an event (as in the example)."""
+    return {"Promo": F.col("Promo") != 0, "StateHoliday": F.col("StateHoliday") != "0",
+            "SchoolHoliday": F.col("SchoolHoliday") != 0}
 
 
 def flag_events(df: DataFrame) -> DataFrame:
-    """Promo, StateHoliday, SchoolHoliday as booleans: anything but "0"/0 is an event (as in the example)."""
-    return (df.withColumn("Promo", F.col("Promo") != 0)
-            .withColumn("StateHoliday", F.col("StateHoliday") != "0")
-            .withColumn("SchoolHoliday", F.col("SchoolHoliday") != 0))
+    """Replace the raw event columns by their boolean flags."""
+    return df.withColumns(event_flags())
 
 
-def add_elapsed(df: DataFrame, eligible: Column, event_cols: Sequence[str] = EVENT_COLS) -> DataFrame:
-    """Add After<col> (>= 0) and Before<col> (<= 0) day counts per Store over the eligible rows.
+def add_elapsed(df: DataFrame, eligible: Column, events: Mapping[str, Column] | None = None) -> DataFrame:
+    """Add After<event> (>= 0) and Before<event> (<= 0) day counts per Store over the eligible rows.
 
     After = days since the latest event on or before the row's date, or since the store's first eligible date if
     there is none; Before = minus the days until the next event on or after the row's date, or until the store's
@@ -34,8 +35,8 @@ def add_elapsed(df: DataFrame, eligible: Column, event_cols: Sequence[str] = EVE
     eligible_date = F.when(eligible, F.col("Date"))
     first_date, last_date = F.min(eligible_date).over(whole_store), F.max(eligible_date).over(whole_store)
     elapsed = {}
-    for col in event_cols:
-        event_date = F.when(eligible & F.col(col), F.col("Date"))
+    for col, happened in (events or event_flags()).items():
+        event_date = F.when(eligible & happened, F.col("Date"))
         elapsed["After" + col] = F.datediff("Date", F.coalesce(F.max(event_date).over(so_far), first_date))
         elapsed["Before" + col] = F.datediff("Date", F.coalesce(F.min(event_date).over(from_now), last_date))
     # One projection: Spark evaluates the windows of each ordering in one pass.

@@ -67,18 +67,19 @@ def classify_sales(rows: DataFrame, lookups: Lookups, windows: Windows, sample_r
                    seed: int) -> DataFrame:
     """Every sales row with its features and OUTCOME (split, exclusion or quarantine), CLASSIFIED_COLS only.
 
-    One shuffle by Store and one sort by (Store, Date, source) serve every window below (duplicates, store seen
-    in train, elapsed days): the broadcast joins in between keep the rows' partitioning and order.
+    The windows (duplicates, store seen in train, elapsed days) run first, on narrow rows: one shuffle by Store
+    and one sort by (Store, Date, source) serve all but the descending Before window. The Before/After days use
+    every in-scope row that parses and is unique, including rows quarantined afterwards for a lookup miss (the
+    event happened all the same). The broadcast joins of the lookups follow.
     """
     rows = rows.repartition("Store")
     rows = quarantine_duplicates(rows, ["Store", "Date"], SALES_COLS, scope_after=[SOURCE])
-    rows = expand_date(rows.withColumn(IN_SCOPE, in_scope(windows.as_of)))
-    rows = joins.join_lookups(rows, lookups.store, lookups.store_states, joins.state_trend(lookups.trend),
+    rows = _quarantine_unseen_test_stores(rows.withColumn(IN_SCOPE, in_scope(windows.as_of)))
+    rows = add_elapsed(rows, eligible=F.col(IN_SCOPE) & acceptable())
+    rows = joins.join_lookups(expand_date(rows), lookups.store, lookups.store_states, joins.state_trend(lookups.trend),
                               joins.germany_trend(lookups.trend), joins.weather_by_state(lookups.weather),
                               IN_SCOPE, SALES_COLS)
-    rows = _quarantine_unseen_test_stores(rows)
-    rows = add_elapsed(flag_events(rows), eligible=F.col(IN_SCOPE) & acceptable())
-    rows = add_competition_and_promo2(rows)
+    rows = add_competition_and_promo2(flag_events(rows))
     return assign_outcome(rows, windows, sample_rate, seed).select(*CLASSIFIED_COLS)
 
 
@@ -89,7 +90,7 @@ def _quarantine_unseen_test_stores(rows: DataFrame) -> DataFrame:
     seen_in_train = F.max(F.when(usable_train, True)).over(whole_store)
     is_horizon = (F.col(SOURCE) == "test") & F.col(IN_SCOPE)
     return quarantine_where(rows, is_horizon & seen_in_train.isNull(),
-                            "Store has no accepted train.csv rows on or before as-of", "Store", SALES_COLS)
+                            "Store has no train.csv rows on or before as-of", "Store", SALES_COLS)
 
 
 def quarantined_rows(classified: DataFrame, lookups: Lookups, state_names: DataFrame) -> DataFrame:

@@ -1,4 +1,4 @@
-"""Locate the prepare job's committed features and check their Parquet footers (schema, row counts, nulls) up front."""
+"""Locate the prepare job's committed features; check their Parquet footers (schema, nulls, index ranges) up front."""
 from __future__ import annotations
 
 from dataclasses import dataclass

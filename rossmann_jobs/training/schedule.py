@@ -43,7 +43,8 @@ def learning_rate(params: TrainParams, size: int, epoch_progress: float, lr_fact
     return params.learning_rate * scale * lr_factor
 
 
-def after_epoch(state: ScheduleState, epoch: int, val_metric: float, params: TrainParams) -> tuple[ScheduleState, list[str]]:
+def after_epoch(state: ScheduleState, epoch: int, val_metric: float,
+                params: TrainParams) -> tuple[ScheduleState, list[str]]:
     """Update plateau / best / early-stop bookkeeping with this epoch's val metric; returns events to log."""
     events = []
     improved = state.best_value is None or val_metric < state.best_value

@@ -1,9 +1,9 @@
 """The function every Horovod rank runs (horovod.spark.run): hvd.init, shard input, data-parallel training loop.
 
-Custom loop with hvd.DistributedGradientTape rather than model.fit + hvd.DistributedOptimizer: on TF 2.15 both run
-at the same speed here (bench/RESULTS.md "## Train job"; what matters is the legacy fused Adam), and the loop
-measures the data wait exactly, allreduces exact metric sums instead of averaging per-rank means, and keeps
-warm-up / plateau / early-stop state in a checkpointable form.
+Custom loop with hvd.DistributedGradientTape rather than model.fit + hvd.DistributedOptimizer: with the legacy
+(fused) Adam it was the fastest variant measured on TF 2.15 (bench/RESULTS.md "## Train job"), and it measures the
+data wait exactly, allreduces exact metric sums instead of averaging per-rank values, and keeps warm-up / plateau /
+early-stop state in a checkpointable form.
 """
 from __future__ import annotations
 

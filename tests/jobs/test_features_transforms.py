@@ -20,13 +20,17 @@ def with_problem_column(df):
     return df.withColumn(PROBLEM, F.lit(None).cast(PROBLEM_TYPE))
 
 
+def promo_only():
+    return {"Promo": F.col("Promo")}
+
+
 # --- elapsed days -----------------------------------------------------------------------------------------------
 
 def elapsed_rows(spark, rows, eligible=None):
     """rows: (Store, Date, Promo) -> {(Store, Date): (BeforePromo, AfterPromo)}."""
     df = spark.createDataFrame(rows, "Store int, Date date, Promo boolean")
     eligible = F.lit(True) if eligible is None else eligible
-    out = elapsed.add_elapsed(df, eligible, ["Promo"]).collect()
+    out = elapsed.add_elapsed(df, eligible, promo_only()).collect()
     return {(r.Store, r.Date): (r.BeforePromo, r.AfterPromo) for r in out}
 
 
@@ -54,7 +58,7 @@ def test_elapsed_ties_on_one_date_count_the_event_for_every_row(spark):
     day, next_day = D("2015-05-05"), D("2015-05-06")
     rows = [(1, D("2015-05-01"), False), (1, day, False), (1, day, True), (1, next_day, False)]
     out = elapsed.add_elapsed(spark.createDataFrame(rows, "Store int, Date date, Promo boolean"), F.lit(True),
-                              ["Promo"]).collect()
+                              promo_only()).collect()
     on_day = [(r.BeforePromo, r.AfterPromo) for r in out if r.Date == day]
     assert on_day == [(0, 0), (0, 0)]
     assert {(r.Date, r.BeforePromo, r.AfterPromo) for r in out if r.Date != day} == {
@@ -66,9 +70,17 @@ def test_elapsed_ignores_rows_that_are_not_eligible(spark):
     rows = [(1, days[0], False), (1, days[1], True), (1, days[2], False), (1, days[3], False)]
     df = spark.createDataFrame(rows, "Store int, Date date, Promo boolean")
     # The promo on day 1 belongs to a row that is not eligible (e.g. after as-of), so nobody sees it.
-    out = elapsed.add_elapsed(df, F.col("Date") != F.lit(days[1]), ["Promo"]).collect()
+    out = elapsed.add_elapsed(df, F.col("Date") != F.lit(days[1]), promo_only()).collect()
     got = {r.Date: (r.BeforePromo, r.AfterPromo) for r in out if r.Date != days[1]}
     assert got == {days[0]: (-3, 0), days[2]: (-1, 2), days[3]: (0, 3)}
+
+
+def test_elapsed_uses_the_raw_event_columns_by_default(spark):
+    rows = [(1, D("2015-01-01"), 0, "0", 1), (1, D("2015-01-02"), 1, "a", 0), (1, D("2015-01-03"), 0, "0", 0)]
+    df = spark.createDataFrame(rows, "Store int, Date date, Promo int, StateHoliday string, SchoolHoliday int")
+    out = elapsed.add_elapsed(df, F.lit(True)).orderBy("Date").collect()
+    assert [(r.AfterPromo, r.BeforeStateHoliday, r.AfterSchoolHoliday) for r in out] == [(0, -1, 0), (0, 0, 1),
+                                                                                         (1, 0, 2)]
 
 
 def test_flag_events_treats_only_zero_as_no_event(spark):

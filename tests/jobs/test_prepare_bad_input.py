@@ -108,7 +108,7 @@ ROW_PROBLEMS = {
     "store missing from store_states.csv": (drop_store("store_states.csv"), "train.csv",
                                             "Store not in store_states.csv in column 'Store'", '"Store":3'),
     "test store unseen in train": (unseen_test_store, "test.csv",
-                                   "Store has no accepted train.csv rows on or before as-of in column 'Store'",
+                                   "Store has no train.csv rows on or before as-of in column 'Store'",
                                    '"Store":4'),
 }
 
@@ -155,7 +155,7 @@ def test_problems_under_the_threshold_are_quarantined_and_accounted_for(spark, t
     assert {k: len(v) for k, v in by_problem.items()} == {
         ("train.csv", "unparseable int", "Sales"): 1,
         ("train.csv", "duplicate key (Store,Date)", "Store,Date"): 2,
-        ("test.csv", "Store has no accepted train.csv rows on or before as-of", "Store"): 1,
+        ("test.csv", "Store has no train.csv rows on or before as-of", "Store"): 1,
         ("weather.csv", "unparseable double", "Max_TemperatureC"): 1,
         no_weather: 1,  # the weather row is gone, so store 1's train row of that state and day goes too
     }

@@ -322,3 +322,16 @@ def test_training_curves_png_is_an_image():
                 "val_exp_rmspe": 0.6 / e} for e in (1, 2, 3)]
     png = report.training_curves_png(history, best_epoch=3)
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_a_checkpoint_of_other_features_or_architecture_is_not_resumed():
+    from rossmann_jobs.training.worker import WorkerConfig, _resume_mismatch
+
+    config = WorkerConfig(train_units=[], validation_units=[], vocab_sizes=VOCAB_SIZES, max_sales=20000.0,
+                          params=SMALL.to_dict(), checkpoint_root="unused", features_attempt="s3://b/f/attempts/1",
+                          resume=True)
+    saved = {"features_attempt": "s3://b/f/attempts/1", "vocab_sizes": VOCAB_SIZES,
+             "architecture": SMALL.architecture()}
+    assert _resume_mismatch(saved, config, SMALL) is None
+    assert "attempts/0" in _resume_mismatch({**saved, "features_attempt": "s3://b/f/attempts/0"}, config, SMALL)
+    assert "architecture" in _resume_mismatch(saved, config, TrainParams(hidden_units=(8,), embedding_dim=3))
