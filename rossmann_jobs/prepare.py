@@ -32,12 +32,12 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import accounting, encode, split
-from rossmann_jobs.features.pipeline import classify_lookups, classify_sales, quarantined_rows, sales_rows
+from rossmann_jobs.features.pipeline import (VOCABULARY_ROW, classify_lookups, classify_sales, quarantined_rows,
+                                             sales_rows, vocabulary_rows)
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRAIN, RawFile
 from rossmann_jobs.features.spec import METADATA_FILE, REJECTED_DIR, STORE_ID_COL
-from rossmann_jobs.features.validate import (AccountingError, FileDigest, RawInputError, acceptable,
-                                             check_accounting, check_reject_fraction, examples_by_problem,
-                                             parse_columns, parse_header)
+from rossmann_jobs.features.validate import (AccountingError, FileDigest, RawInputError, check_accounting,
+                                             check_reject_fraction, examples_by_problem, parse_columns, parse_header)
 from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
 
 log = logging.getLogger("rossmann.prepare")
@@ -98,15 +98,12 @@ def read_text_csv(spark: SparkSession, uri: str, raw_file: RawFile) -> DataFrame
                           columnNameOfCorruptRecord=CORRUPT_COL, enforceSchema=True, encoding="UTF-8")
 
 
-def horizon_dates(test: DataFrame, as_of: date) -> tuple[date, date]:
-    """First and last date of the parseable test rows after as_of."""
-    first, last = (test.filter(acceptable() & (F.col("Date") > F.lit(as_of)))
-                   .agg(F.min("Date"), F.max("Date")).first())
-    if first is None:
-        span = test.filter(acceptable()).agg(F.min("Date"), F.max("Date")).first()
-        raise RawInputError(f"test.csv: no row is dated after --as-of {as_of} (its dates span {span[0]} .. "
-                            f"{span[1]}): there is nothing to forecast. Use an earlier as-of date or a newer drop.")
-    return first, last
+def horizon_window(summary: dict[str, Any], as_of: date) -> split.Windows:
+    """The windows for as_of, from the vocabulary summary's horizon dates; no horizon is an error."""
+    if summary[accounting.HORIZON_START] is None:
+        raise RawInputError(f"test.csv: no row is dated after --as-of {as_of}: there is nothing to forecast. Use "
+                            "an earlier as-of date or a newer drop.")
+    return split.plan_windows(as_of, summary[accounting.HORIZON_START], summary[accounting.HORIZON_END])
 
 
 # --- output -----------------------------------------------------------------------------------------------------
@@ -157,41 +154,42 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
     parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw, name), raw_file), raw_file)
               for name, raw_file in RAW_FILES.items()}
     lookups, state_names = classify_lookups(parsed, RAW_FILES)
-    lookups, state_names = lookups.persisted(), state_names.coalesce(1).persist()
-    with timed("horizon dates", timings):
-        windows = split.plan_windows(as_of, *horizon_dates(parsed[TEST.name], as_of))
-    log.info("windows: %s", windows.as_json())
+    lookups, state_names = lookups.persisted(), state_names.persist()
+    rows = sales_rows(parsed[TRAIN.name], parsed[TEST.name])
+    with timed("vocabularies and horizon", timings):
+        summary = accounting.vocabulary_summary(vocabulary_rows(rows, lookups, as_of), VOCABULARY_ROW).first().asDict()
+    windows = horizon_window(summary, as_of)
+    vocabularies = encode.sorted_vocabularies(summary)
+    log.info("windows: %s; vocabulary sizes: %s", windows.as_json(), encode.vocab_sizes(vocabularies))
 
-    classified = classify_sales(sales_rows(parsed[TRAIN.name], parsed[TEST.name]), lookups, windows,
-                                sample_rate, seed).persist()
-    with timed("classify rows (validate, join, elapsed, outcome) and count them", timings):
-        sales_groups = [row.asDict() for row in accounting.outcome_summary(classified).collect()]
+    encoded = encode.encode_features(classify_sales(rows, lookups, windows, sample_rate, seed), vocabularies)
+    encoded = encoded.persist()
+    with timed("classify rows (validate, join, elapsed, outcome), encode and count them", timings):
+        sales_groups = [row.asDict() for row in accounting.outcome_summary(encoded).collect()]
         lookup_groups = [row.asDict() for row in
                          accounting.lookup_summary({**lookups.by_file, "state_names.csv": state_names}).collect()]
     outcomes, problems = accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
     log.info("row outcomes per file: %s", outcomes)
-    quarantine = quarantined_rows(classified, lookups, state_names)
+    quarantine = quarantined_rows(encoded, lookups, state_names)
     check_rows(input_rows, outcomes, problems, quarantine, max_reject_fraction)
     split_rows = {name: outcomes[SPLIT_SOURCES[name]].get(name, 0) for name in encode.SPLIT_COLUMNS}
     empty = [name for name, rows in split_rows.items() if rows == 0]
     if empty:
         raise RawInputError(f"no rows for the {', '.join(empty)} split(s) with --as-of {as_of} "
                             f"(windows {windows.as_json()}, outcomes {outcomes}).")
-    vocabularies = encode.sorted_vocabularies(accounting.value_sets(sales_groups))
-    log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
 
     attempt = storage.new_attempt_uri(out)
     shards = {}
     for name in encode.SPLIT_COLUMNS:
         with timed(f"write {name} split", timings):
-            shards[name] = write_shards(encode.encoded_split(classified, name, vocabularies),
-                                        storage.join(attempt, name), num_shards)
+            shards[name] = write_shards(encode.encoded_split(encoded, name), storage.join(attempt, name),
+                                        num_shards)
         written = sum(shard["rows"] for shard in shards[name])
         if written != split_rows[name]:
             raise AccountingError(f"{name} split: {written} rows written but {split_rows[name]} classified.")
     with timed("write rejected rows", timings):
         quarantine.coalesce(1).write.mode("errorifexists").json(storage.spark_uri(storage.join(attempt, REJECTED_DIR)))
-    for frame in (classified, state_names, *lookups.by_file.values()):
+    for frame in (encoded, state_names, *lookups.by_file.values()):
         frame.unpersist()
 
     metadata = {

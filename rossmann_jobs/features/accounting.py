@@ -13,16 +13,24 @@ from rossmann_jobs.features.validate import EXAMPLES_PER_PROBLEM, REASON, REASON
 
 ACCEPTED = "accepted"   # the outcome of a lookup-table row without problem
 TRAINING_OUTCOMES = (split.TRAIN, split.VALIDATION, split.SAMPLED_OUT)   # rows <= as-of that count as known
-VOCABULARY_OUTCOMES = (*TRAINING_OUTCOMES, split.TEST)
+
+
+HORIZON_START, HORIZON_END = "_horizon_start", "_horizon_end"
+
+
+def vocabulary_summary(vocabulary_rows: DataFrame, flag: str) -> DataFrame:
+    """One row: over the rows where flag is true, the distinct values of every categorical column and the first
+    and last horizon (test) date."""
+    horizon_date = F.when(F.col(flag) & (F.col(split.SOURCE) == "test"), F.col("Date"))
+    return vocabulary_rows.agg(F.min(horizon_date).alias(HORIZON_START), F.max(horizon_date).alias(HORIZON_END),
+                               *[F.collect_set(F.when(F.col(flag), F.col(col))).alias(col)
+                                 for col in CATEGORICAL_COLS])
 
 
 def outcome_summary(classified: DataFrame) -> DataFrame:
-    """One pass over the classified sales rows: per (file, outcome, reason, column) the row count, the max Sales
-    and, for the rows that define vocabularies, the distinct values of every categorical column."""
-    defines_vocabulary = F.col(split.OUTCOME).isin(*VOCABULARY_OUTCOMES)
+    """Per (file, outcome, reason, column) of the classified sales rows: the row count and the max Sales."""
     return (classified.groupBy(split.SOURCE, split.OUTCOME, *problem_columns())
-            .agg(F.count(F.lit(1)).alias("rows"), F.max(LABEL_COL).alias("max_sales"),
-                 *[F.collect_set(F.when(defines_vocabulary, F.col(col))).alias(col) for col in CATEGORICAL_COLS]))
+            .agg(F.count(F.lit(1)).alias("rows"), F.max(LABEL_COL).alias("max_sales")))
 
 
 def lookup_summary(frames: Mapping[str, DataFrame]) -> DataFrame:
@@ -53,15 +61,6 @@ def file_ledgers(input_rows: Mapping[str, int], sales_groups: Iterable[Mapping[s
             key = (group[REASON], group[REASON_COLUMN])
             problems[name][key] = problems[name].get(key, 0) + group["rows"]
     return outcomes, problems
-
-
-def value_sets(sales_groups: Iterable[Mapping[str, Any]]) -> dict[str, list]:
-    """The union of every group's categorical value sets."""
-    merged: dict[str, set] = {col: set() for col in CATEGORICAL_COLS}
-    for group in sales_groups:
-        for col in CATEGORICAL_COLS:
-            merged[col].update(group[col])
-    return {col: list(values) for col, values in merged.items()}
 
 
 def max_sales(sales_groups: Iterable[Mapping[str, Any]]) -> float:

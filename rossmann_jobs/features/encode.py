@@ -6,11 +6,13 @@ from typing import Any, Mapping
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from rossmann_jobs.features import split
 from rossmann_jobs.features.spec import (CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL, STORE_ID_COL,
                                          TEST_DIR, TRAIN_DIR, UNKNOWN_INDEX, VALIDATION_DIR)
 
+MAP_LOOKUP_MAX = 64   # vocabularies up to this size are encoded with a literal map, larger ones with a join
 SPLIT_COLUMNS = {
     TRAIN_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
     VALIDATION_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
@@ -34,28 +36,37 @@ def _index_of(col: str, values: list[Any]):
     return F.coalesce(F.try_element_at(mapping, F.col(col)), F.lit(UNKNOWN_INDEX))
 
 
+def _vocabulary_table(spark, col: str, values: list[Any], value_type: T.DataType) -> DataFrame:
+    schema = T.StructType([T.StructField(f"_value_{col}", value_type), T.StructField(f"_index_{col}", T.IntegerType())])
+    return spark.createDataFrame([(value, i + 1) for i, value in enumerate(values)], schema)
+
+
 def encode_features(df: DataFrame, vocabularies: Mapping[str, list]) -> DataFrame:
     """Replace categorical values by their int32 vocabulary index and cast continuous columns to float32 (null -> 0).
 
-    The raw Store number is kept as StoreId; the lookup is a literal map (a hash lookup inside the JVM).
+    The raw Store number is kept as StoreId. Small vocabularies are literal maps; Spark scans a map's keys, so
+    larger ones (Store, about 1,100 values) are looked up with a broadcast join instead.
     """
     df = df.withColumn(STORE_ID_COL, F.col("Store").cast("int"))
+    joined = [col for col in CATEGORICAL_COLS if len(vocabularies[col]) > MAP_LOOKUP_MAX]
+    for col in joined:
+        table = _vocabulary_table(df.sparkSession, col, vocabularies[col], df.schema[col].dataType)
+        df = df.join(F.broadcast(table), F.col(col) == F.col(f"_value_{col}"), "left")
+    index = {col: F.coalesce(F.col(f"_index_{col}"), F.lit(UNKNOWN_INDEX)) if col in joined
+             else _index_of(col, vocabularies[col]) for col in CATEGORICAL_COLS}
+    helpers = {f"_value_{col}" for col in joined} | {f"_index_{col}" for col in joined}
     return df.select(
-        *[c for c in df.columns if c not in FEATURE_COLS],
-        *[_index_of(col, vocabularies[col]).cast("int").alias(col) for col in CATEGORICAL_COLS],
+        *[c for c in df.columns if c not in FEATURE_COLS and c not in helpers],
+        *[index[col].cast("int").alias(col) for col in CATEGORICAL_COLS],
         *[F.coalesce(F.col(col).cast("float"), F.lit(0.0).cast("float")).alias(col) for col in CONTINUOUS_COLS])
 
 
-def log_label(df: DataFrame) -> DataFrame:
-    """Sales -> log(Sales) as float32 (rows with Sales > 0 only)."""
-    return df.withColumn(LABEL_COL, F.log(F.col(LABEL_COL)).cast("float"))
-
-
-def encoded_split(classified: DataFrame, name: str, vocabularies: Mapping[str, list]) -> DataFrame:
-    """The rows of one split (train, validation or test) as the model reads them, SPLIT_COLUMNS only."""
-    rows = encode_features(classified.filter(F.col(split.OUTCOME) == name), vocabularies)
+def encoded_split(encoded: DataFrame, name: str) -> DataFrame:
+    """The rows of one split (train, validation or test) of encoded rows as the model reads them: SPLIT_COLUMNS,
+    with the label log(Sales) as float32 on train and validation."""
+    rows = encoded.filter(F.col(split.OUTCOME) == name)
     if name != TEST_DIR:
-        rows = log_label(rows)
+        rows = rows.withColumn(LABEL_COL, F.log(F.col(LABEL_COL)).cast("float"))
     return rows.select(*SPLIT_COLUMNS[name])
 
 

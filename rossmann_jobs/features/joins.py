@@ -87,23 +87,39 @@ def weather_by_state(classified_weather: DataFrame) -> DataFrame:
             .select("State", "Date", *WEATHER_COLS, F.lit(True).alias("_has_weather")))
 
 
-def join_lookups(rows: DataFrame, store: DataFrame, store_states: DataFrame, trend_by_state: DataFrame,
-                 trend_germany: DataFrame, weather: DataFrame, in_scope: str, record_cols: Sequence[str]) -> DataFrame:
-    """Left-join store, state, trends and weather onto rows (which need Store, Date, Year, Week).
+LOOKUP_MISSES = [("_has_store", "Store not in store.csv", "Store"),
+                 ("_has_state", "Store not in store_states.csv", "Store"),
+                 ("_has_trend", "no googletrend.csv row for the store's (State, Year, Week)", "State,Year,Week"),
+                 ("_has_trend_de", f"no {GERMANY_TREND_FILE} googletrend.csv row for (Year, Week)", "Year,Week"),
+                 ("_has_weather", "no weather.csv row for (State, Date) via state_names.csv", "State,Date")]
 
-    Rows where in_scope is true and a lookup misses are quarantined with the first missing lookup as reason.
-    """
+
+def add_store_columns(rows: DataFrame, store: DataFrame, store_states: DataFrame) -> DataFrame:
     store_info = accepted(store).select("Store", *STORE_COLS, F.lit(True).alias("_has_store"))
     states = accepted(store_states).select("Store", "State", F.lit(True).alias("_has_state"))
-    joined = (rows.join(F.broadcast(store_info), "Store", "left")
-              .join(F.broadcast(states), "Store", "left")
-              .join(F.broadcast(trend_by_state), ["State", "Year", "Week"], "left")
-              .join(F.broadcast(trend_germany), ["Year", "Week"], "left")
-              .join(F.broadcast(weather), ["State", "Date"], "left"))
-    misses = [("_has_store", "Store not in store.csv", "Store"),
-              ("_has_state", "Store not in store_states.csv", "Store"),
-              ("_has_trend", "no googletrend.csv row for the store's (State, Year, Week)", "State,Year,Week"),
-              ("_has_trend_de", f"no {GERMANY_TREND_FILE} googletrend.csv row for (Year, Week)", "Year,Week"),
-              ("_has_weather", "no weather.csv row for (State, Date) via state_names.csv", "State,Date")]
-    checks = [(F.col(in_scope) & F.col(marker).isNull(), reason, column) for marker, reason, column in misses]
-    return quarantine_first(joined, checks, record_cols).drop(*[marker for marker, _reason, _column in misses])
+    return rows.join(F.broadcast(store_info), "Store", "left").join(F.broadcast(states), "Store", "left")
+
+
+def add_lookup_columns(rows: DataFrame, store: DataFrame, store_states: DataFrame, trend_by_state: DataFrame,
+                       trend_germany: DataFrame, weather: DataFrame) -> DataFrame:
+    """Left-join store, state, trends and weather onto rows (which need Store, Date, Year, Week).
+
+    Each lookup brings a marker column (LOOKUP_MISSES) that is null where it found nothing.
+    """
+    return (add_store_columns(rows, store, store_states)
+            .join(F.broadcast(trend_by_state), ["State", "Year", "Week"], "left")
+            .join(F.broadcast(trend_germany), ["Year", "Week"], "left")
+            .join(F.broadcast(weather), ["State", "Date"], "left"))
+
+
+def join_lookups(rows: DataFrame, store: DataFrame, store_states: DataFrame, trend_by_state: DataFrame,
+                 trend_germany: DataFrame, weather: DataFrame, in_scope: str, record_cols: Sequence[str]) -> DataFrame:
+    """add_lookup_columns, then rows where in_scope is true and a lookup misses are quarantined with the first
+    missing lookup as reason."""
+    joined = add_lookup_columns(rows, store, store_states, trend_by_state, trend_germany, weather)
+    checks = [(F.col(in_scope) & F.col(marker).isNull(), reason, column) for marker, reason, column in LOOKUP_MISSES]
+    return drop_markers(quarantine_first(joined, checks, record_cols))
+
+
+def drop_markers(df: DataFrame) -> DataFrame:
+    return df.drop(*[marker for marker, _reason, _column in LOOKUP_MISSES])

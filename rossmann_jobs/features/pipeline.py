@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from functools import reduce
 
 from pyspark.sql import DataFrame, Window
@@ -18,6 +19,7 @@ from rossmann_jobs.features.validate import (PROBLEM, acceptable, quarantine_dup
 
 SALES_COLS = ["Id", "Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo", "StateHoliday",
               "SchoolHoliday"]
+VOCABULARY_ROW = "_vocabulary_row"
 CLASSIFIED_COLS = [SOURCE, OUTCOME, "Id", "Store", "Date", "Open", LABEL_COL,
                    *[c for c in CATEGORICAL_COLS + CONTINUOUS_COLS if c != "Store"], PROBLEM]
 
@@ -32,9 +34,8 @@ class Lookups:
     weather: DataFrame
 
     def persisted(self) -> "Lookups":
-        """The same tables cached as one partition each (they are small and read by every broadcast join)."""
-        return Lookups(*(frame.coalesce(1).persist() for frame in
-                         (self.store, self.store_states, self.trend, self.weather)))
+        """The same tables, cached (they are read by the broadcast joins and by the row accounting)."""
+        return Lookups(*(frame.persist() for frame in (self.store, self.store_states, self.trend, self.weather)))
 
     @property
     def by_file(self) -> dict[str, DataFrame]:
@@ -43,24 +44,49 @@ class Lookups:
 
 
 def classify_lookups(parsed: dict[str, DataFrame], raw_files: dict[str, RawFile]) -> tuple[Lookups, DataFrame]:
-    """Quarantine duplicate / unparseable lookup rows; returns the lookups and the classified state_names."""
-    state_names = joins.quarantine_duplicate_keys(parsed["state_names.csv"], raw_files["state_names.csv"])
+    """Quarantine duplicate / unparseable lookup rows; returns the lookups and the classified state_names.
+
+    The tables are small (16k rows at most), so each is kept in one partition: its duplicate-key windows then
+    need no shuffle.
+    """
+    def single(name: str) -> DataFrame:
+        return parsed[name].coalesce(1)
+
+    state_names = joins.quarantine_duplicate_keys(single("state_names.csv"), raw_files["state_names.csv"])
     lookups = Lookups(
-        store=joins.quarantine_duplicate_keys(parsed["store.csv"], raw_files["store.csv"]),
-        store_states=joins.quarantine_duplicate_keys(parsed["store_states.csv"], raw_files["store_states.csv"]),
-        trend=joins.classify_trend(parsed["googletrend.csv"], raw_files["googletrend.csv"]),
-        weather=joins.classify_weather(parsed["weather.csv"], state_names, raw_files["weather.csv"]),
+        store=joins.quarantine_duplicate_keys(single("store.csv"), raw_files["store.csv"]),
+        store_states=joins.quarantine_duplicate_keys(single("store_states.csv"), raw_files["store_states.csv"]),
+        trend=joins.classify_trend(single("googletrend.csv"), raw_files["googletrend.csv"]),
+        weather=joins.classify_weather(single("weather.csv"), state_names, raw_files["weather.csv"]),
     )
     return lookups, state_names
 
 
 def sales_rows(train: DataFrame, test: DataFrame) -> DataFrame:
-    """Parsed train and test rows in one frame (SOURCE tells them apart), test Ids made unique first."""
-    test = (quarantine_duplicates(test, ["Id"], TEST.column_names)
+    """Parsed train and test rows in one frame (SOURCE tells them apart), test Ids made unique first.
+
+    test.csv is small (41k rows): one partition lets its Id window run without a shuffle.
+    """
+    test = (quarantine_duplicates(test.coalesce(1), ["Id"], TEST.column_names)
             .withColumn("Sales", F.lit(None).cast("int")).withColumn("Customers", F.lit(None).cast("int")))
     return (train.withColumn("Id", F.lit(None).cast("int")).withColumn(SOURCE, F.lit("train"))
             .select(*SALES_COLS, SOURCE, PROBLEM)
             .unionByName(test.withColumn(SOURCE, F.lit("test")).select(*SALES_COLS, SOURCE, PROBLEM)))
+
+
+def vocabulary_rows(rows: DataFrame, lookups: Lookups, as_of: date) -> DataFrame:
+    """Sales rows with their categorical values and VOCABULARY_ROW: true for the rows whose values make the
+    vocabularies, the parseable train rows up to as_of with Sales > 0 and the parseable horizon (test) rows.
+
+    Needs no window, hence no shuffle: it runs before the windows of classify_sales. Rows that classify_sales
+    quarantines later (duplicates, lookup misses) may add a value that no split uses, which costs an unused index.
+    A flag rather than a filter: Spark would push a filter on the parse result into the CSV scan and parse twice.
+    """
+    known = acceptable() & in_scope(as_of) & ((F.col(SOURCE) == "test") | (F.col("Sales") > 0))
+    rows = joins.add_store_columns(expand_date(rows.withColumn(VOCABULARY_ROW, known)), lookups.store,
+                                   lookups.store_states)
+    rows = rows.join(F.broadcast(joins.weather_by_state(lookups.weather)), ["State", "Date"], "left")
+    return add_competition_and_promo2(flag_events(rows)).select(VOCABULARY_ROW, SOURCE, "Date", *CATEGORICAL_COLS)
 
 
 def classify_sales(rows: DataFrame, lookups: Lookups, windows: Windows, sample_rate: float | None,

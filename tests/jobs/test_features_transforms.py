@@ -270,7 +270,16 @@ def test_vocabularies_are_sorted_known_values_and_unknown_or_null_encode_to_zero
     assert {types[c] for c in encode.CONTINUOUS_COLS} == {"float"}
 
 
-def test_log_label_is_float32_log_sales(spark):
-    out = encode.log_label(spark.createDataFrame([(1,), (5263,)], "Sales int")).collect()
-    assert [r.Sales for r in out] == pytest.approx([0.0, math.log(5263)], rel=1e-6)
-
+def test_encoded_split_keeps_one_outcome_and_its_columns_with_the_log_label(spark):
+    columns = ["_outcome", "Id", "StoreId", "Date", "Open", "Sales", *encode.FEATURE_COLS]
+    rows = [("train", None, 1, D("2015-07-31"), 1, 5263, *[0] * len(encode.FEATURE_COLS)),
+            ("zero_sales", None, 1, D("2015-07-30"), 0, 0, *[0] * len(encode.FEATURE_COLS)),
+            ("test", 7, 1, D("2015-08-01"), None, None, *[0] * len(encode.FEATURE_COLS))]
+    df = spark.createDataFrame(rows, columns)
+    train = encode.encoded_split(df, "train")
+    assert train.columns == encode.SPLIT_COLUMNS["train"]
+    assert [(r.Date, r.Sales) for r in train.collect()] == [(D("2015-07-31"), pytest.approx(math.log(5263)))]
+    assert dict(train.dtypes)["Sales"] == "float"
+    test = encode.encoded_split(df, "test")
+    assert test.columns == encode.SPLIT_COLUMNS["test"] and "Sales" not in test.columns
+    assert [(r.Id, r.Open) for r in test.collect()] == [(7, None)]
