@@ -9,6 +9,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
@@ -73,7 +74,7 @@ def test_output_is_committed_with_splits_quarantine_and_metadata(prepared):
 def test_splits_follow_the_feature_spec(prepared):
     _out, attempt, metadata = prepared
     for name in ("train", "validation", "test"):
-        schema = pq.ParquetDataset(storage.join(attempt, name)).schema
+        schema = pads.dataset(storage.join(attempt, name), format="parquet").schema
         types = {field.name: str(field.type) for field in schema}
         assert all(types[c] == "int32" for c in CATEGORICAL_COLS), name
         assert all(types[c] == "float" for c in CONTINUOUS_COLS), name
