@@ -10,9 +10,12 @@ Point in time, for --as-of D (see rossmann_jobs/features/split.py):
   of it when D lies inside it; the job fails when no test row is dated after D;
 - validation is the horizon shifted back 365 days, (start - 365, end - 365], cut at D, or the last L days up to D
   (L = the horizon's length) when the shifted window lies entirely after D.
-Vocabularies are the sorted values seen in the train + validation rows (Sales > 0, before sampling) and the
-horizon rows; max_sales is the largest Sales among those train + validation rows. --sample-rate samples the
-train/validation rows after their features are computed (never the horizon), deterministically per (Store, Date).
+Vocabularies are the sorted values of the parseable train rows <= D with Sales > 0 and of the parseable horizon
+rows, before sampling (a row quarantined later, e.g. a duplicate, can add a value no split uses: an unused index).
+max_sales is the largest Sales of the train + validation rows (before sampling). Before/After count the days
+to/from the events of every in-scope row that parses and is unique (rows later quarantined for a lookup miss
+included). --sample-rate samples the train/validation rows after their features are computed (never the horizon),
+deterministically per (Store, Date).
 
 Every input row ends in exactly one place, checked before commit: a split, an exclusion (after as-of, before the
 horizon, zero sales, sampled out) or rejected/ with its reason. Files, columns and headers are checked up front;
