@@ -155,7 +155,7 @@ def quarantine_where(df: DataFrame, condition: Column, reason: str, column: str,
 
 def quarantine_duplicates(df: DataFrame, keys: Sequence[str], record_cols: Sequence[str],
                           scope_after: Sequence[str] = (), label: str | None = None) -> DataFrame:
-    """Quarantine every acceptable row whose key (within scope columns) occurs more than once among them.
+    """Quarantine every acceptable row whose key (per scope_after value) occurs more than once among them.
 
     The window partitions by keys then scope_after, so its sort also serves later windows ordered by the keys.
     All copies go: which one is right cannot be told, and keeping one would make the result order-dependent.
