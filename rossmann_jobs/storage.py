@@ -1,19 +1,38 @@
-"""URI-addressed storage (local paths, file://, s3://, s3a://) and the atomic output-commit protocol."""
+"""URI-addressed storage (local, file://, s3://, s3a://) with S3 retries, and the atomic output-commit protocol."""
 from __future__ import annotations
 
 import json
+import logging
 import os
-import posixpath
+import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable, TypeVar
 from urllib.parse import urlparse
 
+log = logging.getLogger("rossmann.storage")
+T = TypeVar("T")
+
 MANIFEST_NAME = "_SUCCESS"
+
+# Two layers of S3 retries, so a short outage of the endpoint (a restart, a network blip) does not fail a job:
+# - every pyarrow S3 request: the AWS SDK's default strategy, attempt k after 25 ms x 2^k; 8 retries = ~6.4 s, silent;
+# - every call of the functions below: retried while the error is a transient network/server one, after 1, 2, 4,
+#   8, 8, ... s, each retry logged as a warning, until ROSSMANN_S3_RETRY_BUDGET_S (default 60 s) has passed; then
+#   StorageUnavailableError. (Spark's own S3A retries are set in spark_session.s3a_conf.)
+S3_SDK_RETRIES = 8
+S3_RETRY_BUDGET_ENV, DEFAULT_S3_RETRY_BUDGET_S = "ROSSMANN_S3_RETRY_BUDGET_S", 60.0
+MAX_RETRY_DELAY_S = 8.0
+TRANSIENT_S3_ERRORS = ("NETWORK_CONNECTION", "curlCode", "SERVICE_UNAVAILABLE", "SLOW_DOWN", "INTERNAL_FAILURE",
+                       "REQUEST_TIMEOUT", "THROTTLING", "Connection reset", "Couldn't connect")
 
 
 class OutputNotCommittedError(RuntimeError):
     """Raised when a reader asks for an output whose producer never committed it."""
+
+
+class StorageUnavailableError(OSError):
+    """The S3 endpoint stayed unreachable for the whole retry budget."""
 
 
 def is_s3(uri: str) -> bool:
@@ -49,7 +68,7 @@ def filesystem(uri: str):
         endpoint = s3_endpoint()
         kwargs: dict[str, Any] = {
             "region": os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1",
-            "retry_strategy": fs.AwsStandardS3RetryStrategy(max_attempts=6),
+            "retry_strategy": fs.AwsDefaultS3RetryStrategy(max_attempts=S3_SDK_RETRIES),
         }
         if endpoint:
             ep = urlparse(endpoint)
@@ -63,25 +82,60 @@ def filesystem(uri: str):
     return fs.LocalFileSystem(), os.path.abspath(parsed.path if parsed.scheme == "file" else uri)
 
 
+def _is_transient(error: OSError) -> bool:
+    return any(marker in str(error) for marker in TRANSIENT_S3_ERRORS)
+
+
+def with_retries(action: str, uri: str, call: Callable[[], T]) -> T:
+    """call(), retried with logged back-off while S3 fails transiently, within the retry budget (S3 URIs only)."""
+    if not is_s3(uri):
+        return call()
+    budget = float(os.environ.get(S3_RETRY_BUDGET_ENV, DEFAULT_S3_RETRY_BUDGET_S))
+    deadline, delay, attempt = time.monotonic() + budget, 1.0, 1
+    while True:
+        try:
+            return call()
+        except OSError as error:
+            left = deadline - time.monotonic()
+            if not _is_transient(error):
+                raise
+            reason = str(error).strip().splitlines()[0][:300]
+            if left <= 0:
+                raise StorageUnavailableError(
+                    f"S3 unavailable: {action} {uri} failed {attempt} times over the {budget:.0f} s retry budget "
+                    f"(endpoint {s3_endpoint() or 'AWS default'}); last error: {reason}. Check that the endpoint "
+                    f"is up and reachable; {S3_RETRY_BUDGET_ENV} sets the budget.") from error
+            wait = min(delay, left)
+            log.warning("S3 %s %s failed (attempt %d: %s); retrying in %.1f s, %.0f s of the %.0f s retry budget "
+                        "left", action, uri, attempt, reason, wait, left, budget)
+            time.sleep(wait)
+            delay, attempt = min(2 * delay, MAX_RETRY_DELAY_S), attempt + 1
+
+
 def exists(uri: str) -> bool:
     from pyarrow import fs
 
     filesys, path = filesystem(uri)
-    return filesys.get_file_info(path).type != fs.FileType.NotFound
+    return with_retries("stat", uri, lambda: filesys.get_file_info(path).type != fs.FileType.NotFound)
 
 
 def read_bytes(uri: str) -> bytes:
     filesys, path = filesystem(uri)
-    with filesys.open_input_stream(path) as stream:
-        return stream.read()
+
+    def read() -> bytes:
+        with filesys.open_input_stream(path) as stream:
+            return stream.read()
+    return with_retries("read", uri, read)
 
 
 def write_bytes(uri: str, data: bytes) -> None:
-    """Write one object. On S3 a single PUT is atomic; locally we write a temp file and rename it."""
+    """Write one object. On S3 a single PUT is atomic (so retrying it is safe); locally a temp file is renamed."""
     filesys, path = filesystem(uri)
     if is_s3(uri):
-        with filesys.open_output_stream(path) as stream:
-            stream.write(data)
+        def put() -> None:
+            with filesys.open_output_stream(path) as stream:
+                stream.write(data)
+        with_retries("write", uri, put)
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp-{uuid.uuid4().hex}"
@@ -105,18 +159,16 @@ def list_files(uri: str) -> list[str]:
     from pyarrow import fs
 
     filesys, path = filesystem(uri)
-    infos = filesys.get_file_info(fs.FileSelector(path, recursive=True, allow_not_found=True))
+    infos = with_retries("list", uri, lambda: filesys.get_file_info(fs.FileSelector(path, recursive=True,
+                                                                                    allow_not_found=True)))
     prefix, base = uri.rstrip("/"), path.rstrip("/")
     return sorted(prefix + info.path[len(base):] for info in infos if info.type == fs.FileType.File)
 
 
 def delete_prefix(uri: str) -> None:
     filesys, path = filesystem(uri)
-    from pyarrow import fs
-
-    if filesys.get_file_info(path).type == fs.FileType.NotFound:
-        return
-    filesys.delete_dir(path)
+    if exists(uri):
+        with_retries("delete", uri, lambda: filesys.delete_dir(path))
 
 
 def download_dir(uri: str, local_dir: str) -> str:

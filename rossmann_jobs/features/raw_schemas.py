@@ -35,6 +35,7 @@ class RawFile:
 
 
 _NO_NEGATIVE = (0, 2**31 - 1)
+_FLAG = (0, 1)   # the 0/1 columns: any other value would become a new category or a wrong continuous input
 
 TRAIN = RawFile(
     "train.csv",
@@ -42,7 +43,8 @@ TRAIN = RawFile(
      ("Promo", INT), ("StateHoliday", STRING), ("SchoolHoliday", INT)),
     required=("Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo", "StateHoliday", "SchoolHoliday"),
     keys=(("Store", "Date"),),
-    ranges={"DayOfWeek": (1, 7), "Sales": _NO_NEGATIVE, "Customers": _NO_NEGATIVE},
+    ranges={"DayOfWeek": (1, 7), "Sales": _NO_NEGATIVE, "Customers": _NO_NEGATIVE, "Open": _FLAG, "Promo": _FLAG,
+            "SchoolHoliday": _FLAG},
 )
 TEST = RawFile(
     "test.csv",
@@ -50,7 +52,7 @@ TEST = RawFile(
      ("StateHoliday", STRING), ("SchoolHoliday", INT)),
     required=("Id", "Store", "DayOfWeek", "Date", "Promo", "StateHoliday", "SchoolHoliday"),  # Open may be blank
     keys=(("Id",), ("Store", "Date")),
-    ranges={"DayOfWeek": (1, 7)},
+    ranges={"DayOfWeek": (1, 7), "Open": _FLAG, "Promo": _FLAG, "SchoolHoliday": _FLAG},
 )
 STORE = RawFile(
     "store.csv",
@@ -59,7 +61,7 @@ STORE = RawFile(
      ("Promo2SinceWeek", INT), ("Promo2SinceYear", INT), ("PromoInterval", STRING)),
     required=("Store", "StoreType", "Assortment", "Promo2"),
     keys=(("Store",),),
-    ranges={"CompetitionOpenSinceMonth": (1, 12), "Promo2SinceWeek": (1, 53),
+    ranges={"Promo2": _FLAG, "CompetitionOpenSinceMonth": (1, 12), "Promo2SinceWeek": (1, 53),
             "CompetitionOpenSinceYear": (1900, 9999), "Promo2SinceYear": (1900, 9999)},
 )
 STORE_STATES = RawFile("store_states.csv", (("Store", INT), ("State", STRING)), required=("Store", "State"),

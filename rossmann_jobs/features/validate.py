@@ -25,6 +25,7 @@ _PATTERNS = {
 }
 _SQL_TYPES = {INT: "INT", DOUBLE: "DOUBLE", DATE: "DATE"}
 EXAMPLES_PER_PROBLEM = 3
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class RawInputError(ValueError):
@@ -38,6 +39,11 @@ def parse_header(raw_file: RawFile, head: bytes) -> list[str]:
     if not head.strip():
         raise RawInputError(f"{raw_file.name}: the file is empty (expected the header "
                             f"{','.join(raw_file.column_names)} and data rows).")
+    # Refused rather than decompressed: Spark picks a codec by file extension only, so it would read the bytes of
+    # a gzip file named .csv as text, and the checksum/row count would describe the compressed file.
+    if head.startswith(GZIP_MAGIC):
+        raise RawInputError(f"{raw_file.name}: the file is gzip-compressed; the drop must hold plain UTF-8 CSV "
+                            f"files. Decompress it (gunzip) before landing it under the name {raw_file.name}.")
     text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
     first_line = text.splitlines()[0]
     header = [name.strip() for name in next(csv.reader(io.StringIO(first_line)))]
@@ -131,7 +137,7 @@ def parse_columns(text_df: DataFrame, raw_file: RawFile) -> DataFrame:
             checks.append((F.col(name).isNull() & ~F.coalesce(has_text, F.lit(False)), "missing value", name))
         if name in raw_file.ranges:
             low, high = raw_file.ranges[name]
-            label = "negative value" if low == 0 else f"out of range [{low}, {high}]"
+            label = "negative value" if (low, high) == (0, 2**31 - 1) else f"out of range [{low}, {high}]"
             checks.append(((F.col(name) < low) | (F.col(name) > high), label, name))
     first = F.coalesce(*[F.when(condition, F.struct(F.lit(reason).alias("reason"), F.lit(column).alias("column")))
                          for condition, reason, column in checks])

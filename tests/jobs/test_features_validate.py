@@ -47,6 +47,13 @@ def test_header_rejects_columns_out_of_order():
         parse_header(TRAIN, b"DayOfWeek,Store,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday\n")
 
 
+def test_gzip_compressed_file_is_refused_with_what_to_do():
+    import gzip
+
+    with pytest.raises(RawInputError, match=r"train.csv: the file is gzip-compressed; .*gunzip"):
+        parse_header(TRAIN, gzip.compress((TRAIN_HEADER + "\n").encode()))
+
+
 def test_empty_file_is_an_error():
     with pytest.raises(RawInputError, match="train.csv: the file is empty"):
         parse_header(TRAIN, b"")
@@ -91,6 +98,8 @@ def test_parse_flags_each_row_problem_with_its_column_and_record(spark, tmp_path
         "8,9,2015-07-31,5263,555,1,1,0,1",     # DayOfWeek out of range
         "9,5,2015-07-31,12.5,555,1,1,0,1",     # not an integer
         "10,5,2015-07-31, 77 ,555,1,1,0,1",    # surrounding blanks are fine
+        "11,5,2015-07-31,5263,555,2,1,0,1",    # Open not in {0, 1}
+        "12,5,2015-07-31,5263,555,1,1,0,-1",   # SchoolHoliday not in {0, 1}
     ]
     rows = parse_lines(spark, tmp_path, TRAIN, lines)
     got = [(r._reason, r._reason_column) for r in rows]
@@ -105,6 +114,8 @@ def test_parse_flags_each_row_problem_with_its_column_and_record(spark, tmp_path
         ("out of range [1, 7]", "DayOfWeek"),
         ("unparseable int", "Sales"),
         (None, None),
+        ("out of range [0, 1]", "Open"),
+        ("out of range [0, 1]", "SchoolHoliday"),
     ]
     assert rows[6].record == lines[6]                       # Spark kept the raw line
     assert '"Sales":"52x3"' in rows[1].record               # else the fields as text

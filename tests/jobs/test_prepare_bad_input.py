@@ -1,9 +1,11 @@
 """Bad raw drops: each problem fails with an error naming file, column and example rows, or is quarantined."""
 from __future__ import annotations
 
+import gzip
 import json
 from datetime import date
 
+import pandas as pd
 import pytest
 
 from fixtures.tiny_drop import csv_text, tiny_drop, write_drop
@@ -166,4 +168,153 @@ def test_problems_under_the_threshold_are_quarantined_and_accounted_for(spark, t
     for name, rows in input_rows.items():
         assert sum(files[name].values()) == rows, name
     assert files["train.csv"]["quarantined"] == sum(len(v) for k, v in by_problem.items() if k[0] == "train.csv")
+    assert metadata["row_counts"]["rejected"] == len(rejected)
+
+
+# --- more file-level problems, and encodings that must be accepted ----------------------------------------------
+
+def test_renamed_column(spark, tmp_path, drop):
+    text = csv_text("train.csv", drop["train.csv"]).replace("Sales,Customers", "Sale,Customers", 1)
+    with pytest.raises(RawInputError, match=r"train.csv: unexpected header .*missing columns \['Sales'\], "
+                                            r"extra columns \['Sale'\]"):
+        run(spark, tmp_path, drop, overrides={"train.csv": text})
+
+
+def test_gzip_compressed_file_is_refused(spark, tmp_path, drop):
+    raw = write_drop(str(tmp_path / "raw"), drop)
+    path = tmp_path / "raw" / "weather.csv"
+    path.write_bytes(gzip.compress(path.read_bytes()))
+    with pytest.raises(RawInputError, match=r"weather.csv: the file is gzip-compressed; .*Decompress it"):
+        run_prepare_on(spark, raw, tmp_path)
+
+
+def run_prepare_on(spark, raw, tmp_path, **kwargs):
+    from rossmann_jobs.prepare import run_prepare
+
+    return run_prepare(spark, raw, str(tmp_path / "out"), AS_OF, num_shards=2, **kwargs)
+
+
+def split_rows(out):
+    attempt = storage.committed_uri(out)
+    return {name: pd.read_parquet(storage.join(attempt, name)).sort_values(["StoreId", "Date"], ignore_index=True)
+            for name in ("train", "validation", "test")}
+
+
+@pytest.mark.slow
+def test_crlf_and_bom_give_the_same_features_as_the_plain_file(spark, tmp_path, drop):
+    plain = run_prepare_on(spark, write_drop(str(tmp_path / "plain"), drop), tmp_path / "a")
+    windows = run_prepare_on(spark, write_drop(str(tmp_path / "crlf"), drop, crlf=True, bom=True), tmp_path / "b")
+    for key in ("feature_spec", "vocabularies", "max_sales", "row_counts", "validation_window", "test_window"):
+        assert windows[key] == plain[key], key
+    assert windows["row_counts"]["rejected"] == 0
+    checksums = {name: (plain["input_checksums"][name]["bytes"], windows["input_checksums"][name]["bytes"])
+                 for name in plain["input_checksums"]}
+    assert all(crlf_bytes > plain_bytes for plain_bytes, crlf_bytes in checksums.values())  # really different files
+    plain_rows, windows_rows = split_rows(str(tmp_path / "a" / "out")), split_rows(str(tmp_path / "b" / "out"))
+    for name, frame in plain_rows.items():
+        assert len(frame) > 0
+        pd.testing.assert_frame_equal(windows_rows[name], frame)
+
+
+# --- run parameters out of range: refused by the CLIs before any work -------------------------------------------
+
+@pytest.mark.parametrize("module, argv, option", [
+    ("prepare", ["--sample-rate", "1.5"], "--sample-rate must be in (0, 1]"),
+    ("prepare", ["--sample-rate", "0"], "--sample-rate must be in (0, 1]"),
+    ("prepare", ["--num-shards", "0"], "--num-shards must be >= 1"),
+    ("prepare", ["--as-of", "2015-02-30"], "argument --as-of: invalid fromisoformat value"),
+    ("train", ["--epochs", "-3"], "--epochs must be >= 1"),
+    ("train", ["--batch-size", "0"], "--batch-size must be >= 1"),
+    ("train", ["--num-proc", "0"], "--num-proc must be >= 1"),
+])
+def test_out_of_range_cli_parameters_are_refused_naming_the_option(capsys, module, argv, option):
+    import importlib
+
+    base = {"prepare": ["--raw", "r", "--out", "o", "--as-of", "2015-07-31"],
+            "train": ["--features", "f", "--out", "o"]}[module]
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(f"rossmann_jobs.{module}").parse_args(base + argv)
+    assert exit_info.value.code == 2
+    assert option in capsys.readouterr().err
+
+
+def test_num_proc_above_the_task_slots_fails_before_horovod_starts(spark):
+    from rossmann_jobs.train import resolve_num_proc
+    from rossmann_jobs.training.feature_set import FeatureDataError
+
+    slots = spark.sparkContext.defaultParallelism            # local[2]: 2
+    assert resolve_num_proc(slots, spark, train_files=16) == slots
+    with pytest.raises(FeatureDataError) as error:
+        resolve_num_proc(slots + 1, spark, train_files=16)
+    assert f"--num-proc {slots + 1} exceeds the {slots} Spark task slots of master local[2]" in str(error.value)
+    with pytest.raises(FeatureDataError, match="--num-proc 3 exceeds the 2 train files"):
+        resolve_num_proc(3, spark, train_files=2)
+
+
+def test_slots_of_a_growing_cluster_are_not_a_ceiling():
+    from rossmann_jobs.train import slots_are_fixed
+
+    assert slots_are_fixed("local[4]", {}) and slots_are_fixed("spark://m:7077", {"spark.cores.max": "8"})
+    assert not slots_are_fixed("spark://m:7077", {})                    # executors may still be registering
+    assert not slots_are_fixed("local-cluster[2,1,1024]", {})
+    assert not slots_are_fixed("yarn", {"spark.executor.instances": "2", "spark.executor.cores": "2",
+                                        "spark.dynamicAllocation.enabled": "true"})
+
+
+# --- many row-level problems in one drop: each quarantined with its reason, every row accounted for -------------
+
+GERMANY_GAP_SUNDAY = date(2015, 3, 1)      # the Rossmann_DE trend row of this week is missing
+
+
+def many_row_problems(drop):
+    """Row problems of several kinds, each on different rows; returns {(file, reason, column): expected rows}."""
+    def row_of(store, day):
+        return next(r for r in drop["train.csv"] if r["Store"] == str(store) and r["Date"] == day)
+
+    row_of(1, "2015-07-21")["Open"] = "2"
+    drop["test.csv"][5]["Promo"] = "3"
+    for row in drop["store_states.csv"]:                  # a state code that state_names and googletrend lack
+        if row["Store"] == "3":
+            row["State"] = "XX"
+    week = f"{GERMANY_GAP_SUNDAY.isoformat()} - {date(2015, 3, 7).isoformat()}"
+    drop["googletrend.csv"] = [r for r in drop["googletrend.csv"]
+                               if not (r["file"] == "Rossmann_DE" and r["week"] == week)]
+    gap_week = GERMANY_GAP_SUNDAY.isocalendar()[:2]
+    store_3_rows = sum(r["Store"] == "3" for r in drop["train.csv"])
+    germany_gap_rows = sum(r["Store"] != "3" and date.fromisoformat(r["Date"]).isocalendar()[:2] == gap_week
+                           for r in drop["train.csv"])
+    return {
+        ("train.csv", "out of range [0, 1]", "Open"): 1,
+        ("test.csv", "out of range [0, 1]", "Promo"): 1,
+        ("train.csv", "malformed line (expected 9 fields)", "*"): 1,    # the truncated last line (a store 3 row)
+        ("train.csv", "no googletrend.csv row for the store's (State, Year, Week)", "State,Year,Week"):
+            store_3_rows - 1,
+        ("train.csv", "no Rossmann_DE googletrend.csv row for (Year, Week)", "Year,Week"): germany_gap_rows,
+    }
+
+
+def truncated(text):
+    """The file cut in the middle of its last row, as an interrupted copy leaves it."""
+    body = text.rstrip("\n")
+    return body[:body.rindex("\n") + 12]
+
+
+@pytest.mark.slow
+def test_many_row_problems_are_quarantined_with_reasons_and_every_row_is_accounted_for(spark, tmp_path, drop):
+    expected = many_row_problems(drop)
+    train_text = truncated(csv_text("train.csv", drop["train.csv"]))
+    assert train_text.rsplit("\n", 1)[1].startswith("3,")
+    out, metadata = run(spark, tmp_path, drop, overrides={"train.csv": train_text}, max_reject_fraction=0.5)
+    rejected = [json.loads(line) for f in storage.list_files(storage.join(storage.committed_uri(out), "rejected"))
+                if f.endswith(".json") for line in storage.read_bytes(f).decode().splitlines()]
+    counts = {}
+    for row in rejected:
+        counts[(row["file"], row["reason"], row["column"])] = counts.get((row["file"], row["reason"], row["column"]),
+                                                                         0) + 1
+    assert counts == expected
+    assert any(row["record"] == train_text.rsplit("\n", 1)[1] for row in rejected)    # the cut line, verbatim
+    files = metadata["row_counts"]["files"]
+    for name, rows in drop.items():   # accepted + excluded + quarantined = rows in the file, for all 7 files
+        assert sum(files[name].values()) == len(rows), name
+        assert files[name].get("quarantined", 0) == sum(n for k, n in expected.items() if k[0] == name), name
     assert metadata["row_counts"]["rejected"] == len(rejected)
