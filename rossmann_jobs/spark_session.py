@@ -27,6 +27,18 @@ DEFAULT_CONF = {
     "spark.driver.memory": "2g",
 }
 
+# S3A (hadoop-aws 3.3) retries, explicit so a short S3 outage is ridden out and a long one fails in bounded time:
+# the AWS SDK retries each request 3 times (~1 s); S3A then retries the operation 6 times, retry n after 1 s x a
+# random 1 .. 2^(n+1) - 1 (hadoop's exponential back-off): ~60 s in all on average, 2 min at most. An unreachable
+# endpoint fails to connect within 5 s; a stalled connection times out after 60 s (hadoop's default is 200 s).
+S3A_RETRY_CONF = {
+    "spark.hadoop.fs.s3a.attempts.maximum": "3",
+    "spark.hadoop.fs.s3a.retry.limit": "6",
+    "spark.hadoop.fs.s3a.retry.interval": "1s",
+    "spark.hadoop.fs.s3a.connection.establish.timeout": "5000",
+    "spark.hadoop.fs.s3a.connection.timeout": "60000",
+}
+
 
 def configure_logging() -> None:
     logging.basicConfig(
@@ -42,7 +54,7 @@ def configure_logging() -> None:
 def s3a_conf() -> dict[str, str]:
     """S3A settings derived from the standard AWS environment variables (set from the Airflow connection)."""
     conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-            "spark.hadoop.fs.s3a.fast.upload": "true"}
+            "spark.hadoop.fs.s3a.fast.upload": "true", **S3A_RETRY_CONF}
     endpoint = s3_endpoint()
     if endpoint:
         conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
@@ -66,7 +78,13 @@ def s3a_conf() -> dict[str, str]:
 
 
 def build_spark_session(app_name: str, extra_conf: dict[str, str] | None = None):
-    """Create (or reuse) the SparkSession; defaults fill only keys that spark-submit did not set."""
+    """Create (or reuse) the SparkSession; defaults fill only keys that spark-submit did not set.
+
+    Launch settings cannot come from here: the driver JVM is already running when this conf is read (started by
+    spark-submit, or in-process by _ensure_initialized from PYSPARK_SUBMIT_ARGS), so spark.driver.memory must be
+    given to spark-submit (--driver-memory / --conf) or in PYSPARK_SUBMIT_ARGS. spark.master and the other
+    SparkContext settings apply only when no SparkContext runs yet; a reused session keeps its own.
+    """
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
