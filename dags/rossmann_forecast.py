@@ -13,8 +13,9 @@
   run-scoped (`s3://<bucket>/runs/<as_of>/<run_id>/…`) and committed atomically with a `_SUCCESS` manifest;
   tasks pass only these URIs through XCom.
 * **Quality gate**: the new model is promoted to champion (`s3://<bucket>/models/champion.json`) when there is no
-  champion yet or its validation exp_rmspe ≤ champion's × (1 + `promotion_tolerance`). Predict always uses the
-  champion, so a worse model never reaches the forecast.
+  champion yet or its validation exp_rmspe ≤ champion's × (1 + `promotion_tolerance`); a re-run of the champion's
+  own run must be strictly better. The champion is an immutable copy of the committed model attempt. Predict always
+  uses the champion, so a worse model never reaches the forecast.
 * **Output**: `publish_forecast` writes `s3://<bucket>/forecast/latest.json` (pointing at `submission.csv` and the
   report) and updates the `rossmann_forecast` asset for data-aware downstream DAGs.
 
@@ -121,22 +122,38 @@ def rossmann_forecast():
         attempt = committed_attempt_uri(hook, plan["model"])
         metrics_uri = f"{attempt}/metrics.json"
         summary = train_summary(read_json(hook, metrics_uri), metrics_uri)
-        return {**summary, "model_uri": plan["model"], "metrics_uri": metrics_uri}
+        return {**summary, "model_uri": plan["model"], "model_attempt_uri": attempt, "metrics_uri": metrics_uri}
 
     # One gate at a time across runs: the champion pointer's read-compare-write must not interleave.
     @task(max_active_tis_per_dag=1)
     def quality_gate(plan: dict[str, str], metrics: dict, params=None, dag_run=None) -> dict:
-        """Promote the new model if it is not worse than the champion; predict uses whatever is champion after."""
+        """Promote the new model if it is not worse than the champion; predict uses whatever is champion after.
+
+        A promoted model is pinned: its committed attempt is copied under `models/champions/` and champion.json names
+        the copy, so re-running the champion's run (which re-commits its model output) never changes the champion's
+        weights under the same pointer. Writing champion.json (one PUT) is the commit; a crash before it leaves only
+        an unreferenced copy.
+        """
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
         from rossmann.gate import decide_promotion
-        from rossmann.outputs import read_champion, write_json
+        from rossmann.outputs import copy_files, read_champion, read_manifest, write_json
+        from rossmann.uris import pinned_model_uri
 
         hook = S3Hook(aws_conn_id="aws_default")
+        manifest = read_manifest(hook, plan["model"])
+        candidate = f"{plan['model']}/{manifest['attempt']}"
+        if candidate != metrics["model_attempt_uri"]:
+            raise RuntimeError(f"{plan['model']} now commits {candidate}, but read_train_metrics scored "
+                               f"{metrics['model_attempt_uri']}: clear read_train_metrics and the tasks after it.")
         champion = read_champion(hook, plan["champion"])
-        decision = decide_promotion(metrics["best_val_exp_rmspe"], champion, float(params["promotion_tolerance"]))
+        decision = decide_promotion(metrics["best_val_exp_rmspe"], champion, float(params["promotion_tolerance"]),
+                                    run_id=dag_run.run_id, model_attempt_uri=candidate)
         if decision["promoted"]:
-            champion = {"model_uri": metrics["model_uri"], "val_exp_rmspe": metrics["best_val_exp_rmspe"],
-                        "features_uri": plan["features"], "run_id": dag_run.run_id, "as_of": plan["as_of"],
+            pinned = pinned_model_uri(plan["champion_models"], candidate)
+            copy_files(hook, candidate, pinned, manifest["files"])
+            champion = {"model_uri": pinned, "source_model_uri": candidate,
+                        "val_exp_rmspe": metrics["best_val_exp_rmspe"], "features_uri": plan["features"],
+                        "run_id": dag_run.run_id, "as_of": plan["as_of"],
                         "promoted_at": datetime.now(timezone.utc).isoformat()}
             write_json(hook, plan["champion"], champion)
         elif champion is None:
@@ -145,7 +162,8 @@ def rossmann_forecast():
         logging.getLogger("rossmann.quality_gate").info(
             "quality gate: %s -> %s; champion is %s", decision["reason"],
             "PROMOTED" if decision["promoted"] else "KEPT", champion["model_uri"])
-        return {**decision, "champion_model_uri": champion["model_uri"], "champion_run_id": champion["run_id"]}
+        return {**decision, "candidate_model_uri": candidate, "champion_model_uri": champion["model_uri"],
+                "champion_run_id": champion["run_id"]}
 
     @task(outlets=[FORECAST_ASSET])
     def publish_forecast(plan: dict[str, str], gate: dict, dag_run=None, outlet_events=None) -> dict:

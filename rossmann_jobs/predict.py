@@ -2,8 +2,9 @@
 
 spark-submit rossmann_jobs/predict.py --model URI --features URI --out URI
 
---model is a train job output (or the champion copy: same layout), --features a prepare job output; both must be
-committed. The committed attempt under --out holds submission.csv, predictions/ (Parquet, partitioned by split)
+--model is a committed train job output (resolved through its _SUCCESS manifest) or a model attempt itself: an
+attempt prefix, or the gate's pinned champion copy of one (same layout: model/, metrics.json). --features is a
+committed prepare job output. The committed attempt under --out holds submission.csv, predictions/ (Parquet, partitioned by split)
 and report/ (index.html + PNG plots). Inference is vectorized: each Python worker loads the model once and
 applies it to whole Arrow batches; nothing but small aggregates and the 2-column submission reaches the driver.
 """
@@ -44,10 +45,21 @@ CANONICAL_KEY_TYPES = {"Id": "int", "StoreId": "int", "Open": "int", "Date": "da
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="train job output URI (committed)")
+    parser.add_argument("--model", required=True, help="train job output URI (committed) or a model attempt URI")
     parser.add_argument("--features", required=True, help="prepare job output URI (committed)")
     parser.add_argument("--out", required=True, help="output URI; committed atomically")
     return parser.parse_args(argv)
+
+
+def model_attempt_uri(model_uri: str) -> str:
+    """The attempt that holds model/: an output prefix resolves through its manifest, an attempt is taken as is."""
+    if storage.exists(storage.join(model_uri, storage.MANIFEST_NAME)):
+        return storage.committed_uri(model_uri)
+    if storage.exists(storage.join(model_uri, MODEL_DIR, MODEL_FILE)):
+        return model_uri.rstrip("/")
+    raise storage.OutputNotCommittedError(
+        f"--model {model_uri} is neither a committed train output (no {storage.MANIFEST_NAME}) nor a model attempt "
+        f"(no {MODEL_DIR}/{MODEL_FILE}): run the train task, or pass the champion's model_uri from champion.json.")
 
 
 def read_split(spark: SparkSession, uri: str, keys: dict[str, tuple[type, ...]], non_null_keys: list[str],
@@ -130,7 +142,7 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
 def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str) -> dict:
     """The whole job on an existing session; returns the commit manifest."""
     timings: dict[str, float] = {}
-    model_attempt, features_attempt = storage.committed_uri(model_uri), storage.committed_uri(features_uri)
+    model_attempt, features_attempt = model_attempt_uri(model_uri), storage.committed_uri(features_uri)
     model_dir = storage.join(model_attempt, MODEL_DIR)
     artifact_uri, metadata_uri = storage.join(model_dir, ARTIFACT_FILE), storage.join(features_attempt, METADATA_FILE)
     artifact, metadata = storage.read_json(artifact_uri), storage.read_json(metadata_uri)

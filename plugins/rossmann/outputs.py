@@ -33,15 +33,26 @@ def write_json(hook, uri: str, obj: Any) -> None:
     hook.load_string(json.dumps(obj, indent=2, sort_keys=True), key, bucket, replace=True)
 
 
-def committed_attempt_uri(hook, out_uri: str) -> str:
-    """The attempt prefix named by `<out>/_SUCCESS`, like rossmann_jobs.storage.committed_uri."""
+def read_manifest(hook, out_uri: str) -> dict[str, Any]:
+    """`<out>/_SUCCESS`: the committed attempt (relative to out) and the files it holds."""
     manifest_uri = f"{out_uri.rstrip('/')}/{MANIFEST_NAME}"
     if not exists(hook, manifest_uri):
         raise OutputNotCommittedError(
             f"{out_uri} has no committed output ({manifest_uri} is missing): the task that writes it did not "
             "finish successfully. Clear and re-run that task."
         )
-    return f"{out_uri.rstrip('/')}/{read_json(hook, manifest_uri)['attempt']}"
+    return read_json(hook, manifest_uri)
+
+
+def committed_attempt_uri(hook, out_uri: str) -> str:
+    """The attempt prefix named by `<out>/_SUCCESS`, like rossmann_jobs.storage.committed_uri."""
+    return f"{out_uri.rstrip('/')}/{read_manifest(hook, out_uri)['attempt']}"
+
+
+def copy_files(hook, source_uri: str, target_uri: str, relative_paths: list[str]) -> None:
+    """Server-side copy of source/<path> to target/<path> for each path (one atomic S3 copy each, < 5 GB)."""
+    for path in relative_paths:
+        hook.copy_object(f"{source_uri.rstrip('/')}/{path}", f"{target_uri.rstrip('/')}/{path}")
 
 
 def read_champion(hook, champion_uri: str) -> dict[str, Any] | None:

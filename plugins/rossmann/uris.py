@@ -28,5 +28,11 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
         "model": f"{run_root}/model",
         "predictions": f"{run_root}/predictions",
         "champion": f"{root}/models/champion.json",
+        "champion_models": f"{root}/models/champions/{day}/{run_key(run_id)}",
         "forecast_pointer": f"{root}/forecast/latest.json",
     }
+
+
+def pinned_model_uri(champion_models_uri: str, model_attempt_uri: str) -> str:
+    """Where the gate keeps its immutable copy of a promoted model attempt: one folder per attempt id."""
+    return f"{champion_models_uri.rstrip('/')}/{model_attempt_uri.rstrip('/').rsplit('/', 1)[-1]}"

@@ -10,7 +10,7 @@ from rossmann.gate import decide_promotion
 from rossmann.outputs import train_summary
 from rossmann.sensors import poke_interval_for
 from rossmann.spark_submit import aws_environment
-from rossmann.uris import plan_run_uris, run_key
+from rossmann.uris import pinned_model_uri, plan_run_uris, run_key
 
 
 def test_run_key_is_storage_safe_and_keeps_distinct_runs_distinct():
@@ -31,6 +31,7 @@ def test_plan_is_run_scoped_and_dated():
         "model": f"{run_root}/model",
         "predictions": f"{run_root}/predictions",
         "champion": "s3://rossmann/models/champion.json",
+        "champion_models": "s3://rossmann/models/champions/2015-07-31/scheduled__2015-07-31T00_00_00_00_00",
         "forecast_pointer": "s3://rossmann/forecast/latest.json",
     }
 
@@ -60,6 +61,38 @@ def test_gate_never_promotes_a_non_finite_score():
     for score in (math.nan, math.inf):
         assert decide_promotion(score, None, 0.0)["promoted"] is False
         assert decide_promotion(score, {"val_exp_rmspe": 0.2}, 0.5)["promoted"] is False
+
+
+def test_the_committed_attempt_that_is_champion_stays_champion():
+    attempt = "s3://b/runs/2015-07-31/r1/model/attempts/20150801T000000Z-aaaa"
+    champion = {"val_exp_rmspe": 0.150, "model_uri": "s3://b/models/champions/x", "source_model_uri": attempt,
+                "run_id": "r1"}
+    for tolerance in (0.0, 0.5):
+        decision = decide_promotion(0.150, champion, tolerance, run_id="r1", model_attempt_uri=attempt)
+        assert decision["promoted"] is False and "already is the champion" in decision["reason"]
+
+
+@pytest.mark.parametrize("candidate, tolerance, promoted", [
+    (0.150, 0.0, False),   # a tie promotes a new run's model, but not a re-run's
+    (0.155, 0.1, False),   # nor does a positive tolerance
+    (0.149, 0.0, True),
+    (0.149, -0.05, False),  # a negative tolerance still applies
+])
+def test_a_rerun_of_the_champions_run_must_be_strictly_better(candidate, tolerance, promoted):
+    champion = {"val_exp_rmspe": 0.150, "source_model_uri": "s3://b/runs/d/r1/model/attempts/old", "run_id": "r1"}
+    rerun = decide_promotion(candidate, champion, tolerance, run_id="r1",
+                             model_attempt_uri="s3://b/runs/d/r1/model/attempts/new")
+    assert rerun["promoted"] is promoted and "strictly better" in rerun["reason"]
+    other_run = decide_promotion(candidate, champion, tolerance, run_id="r2",
+                                 model_attempt_uri="s3://b/runs/d/r2/model/attempts/new")
+    assert other_run["promoted"] is (candidate <= 0.150 * (1 + tolerance))
+
+
+def test_pinned_model_uri_is_one_folder_per_attempt():
+    champions = "s3://b/models/champions/2015-07-31/r1"
+    first = pinned_model_uri(champions, "s3://b/runs/2015-07-31/r1/model/attempts/20150801T000000Z-aaaa/")
+    second = pinned_model_uri(champions, "s3://b/runs/2015-07-31/r1/model/attempts/20150801T010000Z-bbbb")
+    assert first == f"{champions}/20150801T000000Z-aaaa" and second == f"{champions}/20150801T010000Z-bbbb"
 
 
 def test_train_summary_extracts_the_gate_inputs():
