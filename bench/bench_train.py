@@ -2,11 +2,14 @@
 
 All variants run inside one horovod.spark.run (so process start-up is paid once) on the reference model, with the
 same per-rank batch size, first from in-memory batches (isolates the training step) and then the job's real input
-(Parquet shard streamed by rossmann_jobs.training.shard_input). Writes bench/out/train_bench_np<N>.json and
-prints a table.
+(Parquet shard streamed by rossmann_jobs.training.shard_input). Writes bench/out/train_bench_np<N>[_cluster][_job].json
+and prints a table.
 
     PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. spark-submit --master 'local[2]' bench/bench_train.py \\
-        [--rounds 5] [--steps 15] [--num-proc 2]
+        [--rounds 5] [--steps 15] [--num-proc 2] [--job-variant-only] [--standalone-cluster]
+
+--standalone-cluster starts a Spark standalone master with --num-proc 1-core workers on 127.0.0.1 (the same as
+`scripts/stack/stack.py spark-start`, in a temporary state dir), runs on it, and stops it.
 """
 from __future__ import annotations
 
@@ -22,6 +25,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "scripts" / "stack"))
+
+import stack as embedded  # noqa: E402  (scripts/stack/stack.py)
 
 from rossmann_jobs.spark_session import build_spark_session  # noqa: E402
 from rossmann_jobs.training.feature_set import load_feature_set, scan_files  # noqa: E402
@@ -31,7 +37,10 @@ from tests.jobs.feature_fixtures import VOCAB_SIZES, write_features  # noqa: E40
 OUT_DIR = REPO_ROOT / "bench" / "out"
 
 
-def bench_fn(train_units, max_sales, batch_size, steps, warmup_steps, rounds):
+JOB_VARIANT = "tape + legacy Adam, Parquet stream (the job)"
+
+
+def bench_fn(train_units, max_sales, batch_size, steps, warmup_steps, rounds, job_variant_only=False):
     """Runs on every rank; returns {variant: [(seconds, data wait seconds) per round]} measured on this rank.
 
     Every variant is built and warmed up (traced) first; then the rounds interleave the variants so that load
@@ -116,8 +125,10 @@ def bench_fn(train_units, max_sales, batch_size, steps, warmup_steps, rounds):
         "fit + DistributedOptimizer(legacy Adam)": lambda: fit_variant(legacy=True),
         "tape + Adam": lambda: tape_variant(in_memory, legacy=False),
         "tape + legacy Adam": lambda: tape_variant(in_memory, legacy=True),
-        "tape + legacy Adam, Parquet stream (the job)": lambda: tape_variant(streamed, legacy=True),
+        JOB_VARIANT: lambda: tape_variant(streamed, legacy=True),
     }
+    if job_variant_only:
+        variants = {JOB_VARIANT: variants[JOB_VARIANT]}
     runners, results = {}, {}
     for name, prepare in variants.items():
         try:
@@ -139,33 +150,50 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=40_000)
     parser.add_argument("--batch-size", type=int, default=TrainParams().batch_size)
     parser.add_argument("--num-proc", type=int, default=2)
+    parser.add_argument("--job-variant-only", action="store_true", help=f"time only '{JOB_VARIANT}'")
+    parser.add_argument("--standalone-cluster", action="store_true",
+                        help="run on a Spark standalone cluster of --num-proc 1-core workers started here")
     args = parser.parse_args()
 
     import horovod.spark
 
-    spark = build_spark_session("rossmann-bench-train")
-    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
-        write_features(tmp, train_rows=args.rows, validation_rows=1000, num_shards=2 * args.num_proc)
-        features = load_feature_set(tmp)
-        units = scan_files(features.train_files, features.vocab_sizes)
-        started = time.perf_counter()
-        per_rank = horovod.spark.run(bench_fn, args=(units, features.max_sales, args.batch_size, args.steps,
-                                                     args.warmup_steps, args.rounds), num_proc=args.num_proc,
-                                     stdout=sys.stdout, stderr=sys.stderr, prefix_output_with_timestamp=True)
-        wall = time.perf_counter() - started
-    spark.stop()
+        cluster = embedded.Stack(Path(tmp) / "cluster") if args.standalone_cluster else None
+        try:
+            extra_conf = None
+            if cluster:
+                master = embedded.start_spark_cluster(cluster, workers=args.num_proc, cores=1, memory="2g")
+                extra_conf = {"spark.master": master, **embedded.spark_cluster_conf(cluster)}
+            spark = build_spark_session("rossmann-bench-train", extra_conf)
+            master = spark.sparkContext.master
+            load_before = os.getloadavg()
+            write_features(f"{tmp}/features", train_rows=args.rows, validation_rows=1000,
+                           num_shards=2 * args.num_proc)
+            features = load_feature_set(f"{tmp}/features")
+            units = scan_files(features.train_files, features.vocab_sizes)
+            started = time.perf_counter()
+            per_rank = horovod.spark.run(bench_fn, args=(units, features.max_sales, args.batch_size, args.steps,
+                                                         args.warmup_steps, args.rounds, args.job_variant_only),
+                                         num_proc=args.num_proc, stdout=sys.stdout, stderr=sys.stderr,
+                                         prefix_output_with_timestamp=True)
+            wall = time.perf_counter() - started
+            spark.stop()
+        finally:
+            if cluster:
+                embedded.stop_spark_cluster(cluster)
 
     rows = [summarise(name, [rank["results"][name] for rank in per_rank], args)
             for name in per_rank[0]["results"]]
-    document = {"benchmark": "train step variants", "num_proc": args.num_proc, "batch_size_per_rank": args.batch_size,
+    document = {"benchmark": "train step variants", "spark_master": master, "num_proc": args.num_proc,
+                "batch_size_per_rank": args.batch_size,
                 "steps_per_round": args.steps, "rounds": args.rounds, "warmup_steps": args.warmup_steps,
                 "train_rows": args.rows, "horovod_run_wall_seconds": round(wall, 1),
                 "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                             "python": platform.python_version(), "load_average_1_5_15_before": load_before,
                             "load_average_1_5_15_after": os.getloadavg()},
                 "results": rows}
-    out = OUT_DIR / f"train_bench_np{args.num_proc}.json"
+    suffix = ("_cluster" if cluster else "") + ("_job" if args.job_variant_only else "")
+    out = OUT_DIR / f"train_bench_np{args.num_proc}{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2))
     print(f"\n{'variant':46} {'samples/s best':>14} {'median':>7} {'ms/step best':>12} {'data wait':>9}")
@@ -175,7 +203,8 @@ def main() -> None:
         else:
             print(f"{row['variant']:46} {row['samples_per_second_best']:>14} {row['samples_per_second_median']:>7} "
                   f"{row['ms_per_step_best']:>12} {row['data_wait_share_median']:>9.1%}")
-    print(f"({args.num_proc} ranks, batch {args.batch_size}/rank, {args.rounds} rounds x {args.steps} steps; "
+    print(f"({args.num_proc} ranks on {master}, batch {args.batch_size}/rank, {args.rounds} rounds x {args.steps} "
+          f"steps; "
           f"load average {load_before[0]:.1f} before; horovod.spark.run wall time {wall:.0f} s; JSON: {out})")
 
 

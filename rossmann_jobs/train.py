@@ -6,7 +6,7 @@ spark-submit rossmann_jobs/train.py --features URI --out URI [--num-proc N] [--e
 Each Horovod rank streams its own Parquet shard from the store; nothing is collected to the driver. Rank 0 writes a
 checkpoint to <out>/checkpoints/ every epoch; a re-run of the same --out resumes from it (unless --no-resume).
 Fault injection for tests: ROSSMANN_TRAIN_KILL_AFTER_EPOCH=K makes the last rank SIGKILL itself after epoch K's
-checkpoint (inert when unset).
+checkpoint, on a run that started fresh (a run that resumed from a checkpoint ignores it; inert when unset).
 """
 from __future__ import annotations
 
@@ -76,15 +76,31 @@ def default_num_proc(master: str, conf: dict[str, str], default_parallelism: int
     return max(1, slots // task_cpus)
 
 
+def slots_are_fixed(master: str, conf: dict[str, str]) -> bool:
+    """Whether default_num_proc is the application's ceiling, not just the executors registered so far."""
+    in_process = master == "local" or master.startswith("local[")   # not local-cluster: executors still register
+    return (in_process or "spark.cores.max" in conf
+            or ("spark.executor.instances" in conf and "spark.executor.cores" in conf
+                and conf.get("spark.dynamicAllocation.enabled", "false") != "true"))
+
+
 def resolve_num_proc(requested: int | None, spark, train_files: int) -> int:
-    """Every rank must own at least one train file: an explicit request above that fails, a default is capped."""
+    """Every rank must own at least one train file and a task slot: an explicit request above either fails
+    (horovod.spark.run would otherwise wait for slots until its start timeout), a default is capped."""
+    context = spark.sparkContext
+    conf = dict(context.getConf().getAll())
+    slots = default_num_proc(context.master, conf, context.defaultParallelism)
     if requested is not None:
         if requested > train_files:
             raise FeatureDataError(f"--num-proc {requested} exceeds the {train_files} train files: each rank reads "
                                    "whole files. Lower --num-proc or write more shards in the prepare job.")
+        if requested > slots and slots_are_fixed(context.master, conf):
+            raise FeatureDataError(
+                f"--num-proc {requested} exceeds the {slots} Spark task slots of master {context.master} "
+                f"(spark.task.cpus={conf.get('spark.task.cpus', '1')}): Horovod needs one slot per process and "
+                "would wait for the missing ones until its start timeout. Lower --num-proc or give the "
+                "application more cores.")
         return requested
-    context = spark.sparkContext
-    slots = default_num_proc(context.master, dict(context.getConf().getAll()), context.defaultParallelism)
     if slots > train_files:
         log.warning("capping num_proc from %d task slots to the %d train files", slots, train_files)
     return min(slots, train_files)
@@ -157,10 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                 log.error("Horovod training failed: %s", kept)
                 raise
         summary = results[0]
-        for rank_result in results:
-            shard = rank_result["shard"]
-            log.info("rank %d trained on %d rows from %d files", shard["rank"], shard["train_rows"],
-                     len(shard["train_files"]))
+        for shard in summary["ranks"]:
+            log.info("rank %d trained on %d rows from %d files in Spark executor dir %s (host %s)", shard["rank"],
+                     shard["train_rows"], len(shard["train_files"]), shard["executor_dir"], shard["host"])
         with timed("write outputs", timings):
             attempt = storage.new_attempt_uri(args.out)
             write_outputs(attempt, features, summary, params, num_proc, timings)

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Debian packages the test suite needs beyond Python/Java/C++: a headless browser for the UI test and the
-# Compose v1 CLI to validate docker-compose.yaml.
+# Debian packages the test suite needs beyond Python/Java/C++: a headless browser for the UI test, the
+# Compose v1 CLI to validate docker-compose.yaml, and the PostgreSQL server for Airflow's metadata in the
+# end-to-end tests (they start a private server from /usr/lib/postgresql/<major>/bin).
 set -euo pipefail
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
 command -v docker-compose >/dev/null || missing+=(docker-compose)   # validates docker-compose.yaml (no engine needed)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
   echo "setup: please install Debian packages: ${missing[*]}" >&2; exit 1

@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -60,6 +61,9 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
     rank, size = hvd.rank(), hvd.size()
     _configure_worker_logging(rank, size)
     _pin_devices(tf, hvd)
+    placement = _placement(hvd)
+    log.info("rank %d/%d runs in Spark executor dir %s (host %s, pid %d, local rank %d/%d)", rank, size,
+             placement["executor_dir"], placement["host"], placement["pid"], hvd.local_rank(), hvd.local_size())
     params = TrainParams.from_dict(config.params)
     plan = _plan_shards(hvd, tf, config, params)
 
@@ -92,10 +96,10 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
             checkpoint.save(config.checkpoint_root, epoch, model, optimizer,
                             _state(epoch, sched, history, params, config, size), is_best=sched.best_epoch == epoch)
             log.info("epoch %d: checkpoint written in %.1f s", epoch, time.perf_counter() - saved_at)
-        if config.kill_after_epoch == epoch:
-            _inject_fault(tf, hvd, epoch)
+        if config.kill_after_epoch == epoch and state["epoch"] == 0:
+            _inject_fault(tf, hvd, epoch)   # only on a fresh run, so the retry that resumes can finish
 
-    shards = hvd.allgather_object(plan.shard)
+    shards = hvd.allgather_object({**plan.shard, **placement})
     if rank != 0:
         return {"shard": plan.shard}
     return {"shard": plan.shard, "history": history, "ranks": shards, "horovod_size": size,
@@ -266,6 +270,14 @@ def _inject_fault(tf, hvd, epoch: int) -> None:
         log.warning("fault injection: rank %d SIGKILLs itself after epoch %d", hvd.rank(), epoch)
         logging.shutdown()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _placement(hvd) -> dict[str, Any]:
+    """Where this rank runs. Horovod starts the rank from its Spark task and hands it the task's working directory,
+    which is the executor's own folder (standalone: <worker dir>/<app id>/<executor id>, YARN: the container's)."""
+    return {"executor_dir": os.environ.get("HOROVOD_SPARK_WORK_DIR", os.getcwd()), "host": socket.gethostname(),
+            "pid": os.getpid(), "horovod_host": os.environ.get("HOROVOD_HOSTNAME", ""),
+            "local_rank": hvd.local_rank()}
 
 
 def _configure_worker_logging(rank: int, size: int) -> None:

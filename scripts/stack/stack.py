@@ -1,29 +1,38 @@
 """The embedded stack on one machine: a moto S3 server and Airflow on SQLite, all on loopback, state under var/.
+Optionally, as production runs it: Airflow's metadata on a private PostgreSQL server and the jobs on a Spark
+standalone cluster (a master and workers), both on loopback too.
 
 Run with the Airflow environment's Python (it needs only the standard library and boto3):
 
     python scripts/stack/stack.py [--state-dir DIR] s3-start | s3-stop | env | airflow-init | ui-start | ui-stop
+                                                    | pg-start | pg-stop | spark-start | spark-stop
                                                     | status | fetch S3_URI LOCAL_DIR
 
 `env` prints `export` lines for the Airflow components (AIRFLOW_HOME, connections, PATH with the jobs
 environment's spark-submit); the bash scripts `eval` it. Every long-lived process is started in its own session
-(setsid) with its pid in `<state>/run/`, and stopped by signalling that process group, nothing broader.
-Secrets (moto keys, the Airflow JWT secret, the admin password) are generated once into `<state>/secrets.json`
-(mode 600): nothing secret is in the code or printed, except the local admin password by `ui-start`.
+(setsid) with its pid in `<state>/run/`, and stopped by signalling that process group, nothing broader
+(PostgreSQL: `pg_ctl start/stop`, which manage its postmaster by the pid in its data folder).
+Secrets (moto keys, the Airflow JWT secret, the admin password, the PostgreSQL role's password) are generated once
+into `<state>/secrets.json` (mode 600): nothing secret is in the code or printed, except the local admin password
+by `ui-start` (and `env`, whose exports carry the connection settings).
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
+import re
 import secrets
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +45,11 @@ DEFAULT_S3_PORT = 5455
 DEFAULT_API_PORT = 8080
 ADMIN_USER = "admin"
 UI_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+DEFAULT_POSTGRES_PORT = 5439
+POSTGRES_BIN_GLOB = "/usr/lib/postgresql/*/bin/initdb"   # Debian's server binaries, one folder per major version
+POSTGRES_OS_USER = "postgres"
+AIRFLOW_DB_ROLE = "airflow"
+DEFAULT_SPARK_PORT = 7077
 
 
 @dataclass(frozen=True)
@@ -89,19 +103,22 @@ def free_port(preferred: int | None = None) -> int:
 
 
 def stack_secrets(stack: Stack) -> dict[str, str]:
-    """Generated once per state dir; file readable by its owner only."""
+    """Generated once per state dir (keys added later are filled in); file readable by its owner only."""
     path = stack.state_dir / "secrets.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    stack.state_dir.mkdir(parents=True, exist_ok=True)
-    values = {
+    stored = json.loads(path.read_text()) if path.exists() else {}
+    generated = {
         "s3_access_key_id": "rossmann-local",
         "s3_secret_access_key": secrets.token_urlsafe(24),
         "jwt_secret": secrets.token_urlsafe(32),
         "api_secret_key": secrets.token_urlsafe(32),
         "admin_password": secrets.token_urlsafe(12),
+        "postgres_password": secrets.token_urlsafe(24),
     }
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    if set(generated) <= set(stored):
+        return stored
+    values = {**generated, **stored}
+    stack.state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         json.dump(values, handle)
     return values
@@ -246,6 +263,168 @@ def fetch(stack: Stack, endpoint: str, uri: str, local_dir: Path) -> list[Path]:
     return written
 
 
+# --- PostgreSQL (Airflow metadata as production keeps it) ---------------------------------------------------------
+
+def postgres_bin_dir() -> Path:
+    """The newest Debian PostgreSQL server installed (/usr/lib/postgresql/<major>/bin)."""
+    found = [Path(path).parent for path in glob.glob(POSTGRES_BIN_GLOB)]
+    if not found:
+        raise RuntimeError(f"no PostgreSQL server binaries match {POSTGRES_BIN_GLOB}: install Debian's `postgresql` "
+                           "package (scripts/setup_system.sh does)")
+    return max(found, key=lambda path: int(path.parent.name) if path.parent.name.isdigit() else 0)
+
+
+def as_postgres_user(argv: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: as root, run its tools as the `postgres` OS user."""
+    return ["runuser", "-u", POSTGRES_OS_USER, "--", *argv] if os.geteuid() == 0 else argv
+
+
+def postgres_root(stack: Stack) -> Path | None:
+    value = stack.read_state("postgres.dir")
+    return Path(value) if value else None
+
+
+def start_postgres(stack: Stack, data_root: Path | None = None, port: int | None = None) -> int:
+    """A private PostgreSQL server on 127.0.0.1 (initialised on first use); returns its port.
+
+    data_root (default <state>/postgres) holds the cluster (`data/`), its log and its Unix socket; as root it is
+    handed to the `postgres` user, so every folder above it must be traversable by that user (e.g. under /tmp).
+    Only that user reaches the socket (trust); TCP logins need a password (scram-sha-256)."""
+    if (pid := running_pid(stack, "postgres")) is not None:
+        print(f"postgres already running (pid {pid})")
+        return int(stack.read_state("postgres.port"))
+    root = (data_root or postgres_root(stack) or stack.state_dir / "postgres").resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o700)
+    if os.geteuid() == 0:
+        shutil.chown(root, POSTGRES_OS_USER, POSTGRES_OS_USER)
+    bin_dir, data = postgres_bin_dir(), root / "data"
+    if not (data / "PG_VERSION").exists():
+        subprocess.run(as_postgres_user([str(bin_dir / "initdb"), "-D", str(data), "-U", POSTGRES_OS_USER,
+                                         "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8"]),
+                       check=True, stdout=subprocess.DEVNULL, cwd=root)
+    port = free_port(port or DEFAULT_POSTGRES_PORT)
+    server_options = f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={shlex.quote(str(root))}"
+    started = subprocess.run(as_postgres_user([str(bin_dir / "pg_ctl"), "start", "-D", str(data), "-w", "-t", "60",
+                                               "-l", str(root / "postgres.log"), "-o", server_options]),
+                             capture_output=True, text=True, cwd=root)
+    if started.returncode != 0:
+        log = root / "postgres.log"
+        raise RuntimeError(f"PostgreSQL did not start: {started.stdout}{started.stderr}\n"
+                           f"{log.read_text(errors='replace')[-3000:] if log.exists() else ''}")
+    stack.write_state("postgres.pid", (data / "postmaster.pid").read_text().splitlines()[0])
+    stack.write_state("postgres.port", str(port))
+    stack.write_state("postgres.dir", str(root))
+    password = stack_secrets(stack)["postgres_password"]
+    # Through stdin, so the password is never on a command line.
+    run_psql(stack, f"""DO $$ BEGIN
+        IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{AIRFLOW_DB_ROLE}') THEN
+            CREATE ROLE {AIRFLOW_DB_ROLE} LOGIN PASSWORD '{password}';
+        END IF; END $$;""")
+    return port
+
+
+def run_psql(stack: Stack, sql: str) -> str:
+    root, port = postgres_root(stack), stack.read_state("postgres.port")
+    result = subprocess.run(as_postgres_user([str(postgres_bin_dir() / "psql"), "-h", str(root), "-p", port, "-U",
+                                              POSTGRES_OS_USER, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-qAt"]),
+                            input=sql, capture_output=True, text=True, cwd=root)
+    if result.returncode != 0:
+        raise RuntimeError(f"psql failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def postgres_database(stack: Stack, name: str) -> str:
+    """Create database `name` (if absent) owned by the Airflow role; returns its SQLAlchemy URL."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+        raise ValueError(f"database name {name!r}: use lower-case letters, digits and _")
+    if running_pid(stack, "postgres") is None:
+        raise RuntimeError("the PostgreSQL server is not running: start it with `stack.py pg-start` first")
+    run_psql(stack, f"SELECT 'CREATE DATABASE {name} OWNER {AIRFLOW_DB_ROLE}' "
+                    f"WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '{name}')\\gexec\n")
+    password = urllib.parse.quote(stack_secrets(stack)["postgres_password"], safe="")
+    return (f"postgresql+psycopg2://{AIRFLOW_DB_ROLE}:{password}@127.0.0.1:{stack.read_state('postgres.port')}"
+            f"/{name}")
+
+
+def stop_postgres(stack: Stack) -> bool:
+    """pg_ctl stop (fast: disconnects clients) of the server this stack started; False if none was running."""
+    pid, root = running_pid(stack, "postgres"), postgres_root(stack)
+    stack.pid_file("postgres").unlink(missing_ok=True)
+    if pid is None or root is None:
+        return False
+    subprocess.run(as_postgres_user([str(postgres_bin_dir() / "pg_ctl"), "stop", "-D", str(root / "data"),
+                                     "-m", "fast", "-w", "-t", "60"]), check=True, stdout=subprocess.DEVNULL,
+                   cwd=root)
+    return True
+
+
+# --- Spark standalone cluster -------------------------------------------------------------------------------------
+
+def spark_master_url(stack: Stack) -> str | None:
+    port = stack.read_state("spark-master.port")
+    return f"spark://127.0.0.1:{port}" if port and running_pid(stack, "spark-master") else None
+
+
+def spark_cluster_status(stack: Stack) -> dict:
+    """The master's own view (its web UI's JSON): workers with their state, cores and memory."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{stack.read_state('spark-master.webui')}/json", timeout=10) as r:
+        return json.load(r)
+
+
+def start_spark_cluster(stack: Stack, workers: int = 2, cores: int = 1, memory: str = "2g",
+                        port: int | None = None, timeout_s: float = 180) -> str:
+    """A Spark standalone master and `workers` workers on 127.0.0.1, from the jobs environment's Spark; returns
+    the master URL once every worker has registered. Each worker offers `cores` cores and `memory`."""
+    if (url := spark_master_url(stack)) is not None:
+        return url
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PATH": f"{JOBS_BIN}:{os.environ.get('PATH', '')}"}
+    spark_class = str(JOBS_BIN / "spark-class")
+    port, webui = free_port(port or DEFAULT_SPARK_PORT), free_port()
+    start_process(stack, "spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host",
+                                          "127.0.0.1", "--port", str(port), "--webui-port", str(webui)], env)
+    stack.write_state("spark-master.port", str(port))
+    stack.write_state("spark-master.webui", str(webui))
+    stack.write_state("spark-workers", str(workers))
+    url = f"spark://127.0.0.1:{port}"
+    wait_http(f"http://127.0.0.1:{webui}/json", timeout_s, "spark-master", stack)
+    for index in range(1, workers + 1):
+        work_dir = spark_worker_dir(stack, index)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        start_process(stack, f"spark-worker-{index}",
+                      [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores",
+                       str(cores), "--memory", memory, "--webui-port", str(free_port()), "--work-dir", str(work_dir),
+                       url], env)
+    deadline = time.monotonic() + timeout_s
+    while (alive := spark_cluster_status(stack).get("aliveworkers", 0)) < workers:
+        if time.monotonic() > deadline:
+            logs = "\n".join(f"{name}: {(stack.log_dir / f'{name}.log').read_text(errors='replace')[-1500:]}"
+                             for name in ["spark-master"] + [f"spark-worker-{i}" for i in range(1, workers + 1)])
+            raise RuntimeError(f"only {alive} of {workers} Spark workers registered with {url} within "
+                               f"{timeout_s:.0f} s:\n{logs}")
+        time.sleep(1)
+    return url
+
+
+def spark_worker_dir(stack: Stack, index: int) -> Path:
+    """Where worker `index` (1-based) puts its executors: <dir>/<application id>/<executor id>/."""
+    return stack.state_dir / "spark" / f"worker-{index}"
+
+
+def stop_spark_cluster(stack: Stack) -> list[str]:
+    """Workers first (their executors are in their process groups), then the master."""
+    workers = int(stack.read_state("spark-workers") or 0)
+    stopped = stop_processes(stack, [f"spark-worker-{index}" for index in range(1, workers + 1)])
+    return stopped + stop_processes(stack, ["spark-master"])
+
+
+def spark_cluster_conf(stack: Stack, executor_memory: str = "1g") -> dict[str, str]:
+    """Settings for jobs on this cluster: one executor per worker core, all cores for one application."""
+    status = spark_cluster_status(stack)
+    return {"spark.cores.max": str(status["cores"]), "spark.executor.cores": "1",
+            "spark.executor.memory": executor_memory}
+
+
 # --- Airflow ----------------------------------------------------------------------------------------------------
 
 def aws_env(stack: Stack, endpoint: str) -> dict[str, str]:
@@ -256,14 +435,18 @@ def aws_env(stack: Stack, endpoint: str) -> dict[str, str]:
 
 
 def airflow_env(stack: Stack, endpoint: str, api_port: int | None = None, spark_master: str = "local[2]",
-                bucket: str = DEFAULT_BUCKET, parallelism: int = 4) -> dict[str, str]:
-    """Settings shared by every Airflow component of the embedded stack (SQLite, LocalExecutor, loopback)."""
+                bucket: str = DEFAULT_BUCKET, parallelism: int = 4, sql_alchemy_conn: str | None = None,
+                spark_conf: dict[str, str] | None = None) -> dict[str, str]:
+    """Settings shared by every Airflow component of the embedded stack (LocalExecutor, loopback).
+
+    Metadata on SQLite in the Airflow home unless sql_alchemy_conn names another database (PostgreSQL:
+    `postgres_database`); spark_conf adds settings to the spark_default connection (e.g. `spark_cluster_conf`)."""
     keys = stack_secrets(stack)
     api_port = api_port or int(stack.read_state("api.port") or DEFAULT_API_PORT)
     home = stack.airflow_home
     spark_conn = {"conn_type": "spark", "host": spark_master,
                   "extra": {"spark_conf": {"spark.pyspark.python": str(JOBS_BIN / "python"),
-                                           "spark.ui.enabled": "false"}}}
+                                           "spark.ui.enabled": "false", **(spark_conf or {})}}}
     aws_conn = {"conn_type": "aws", "login": keys["s3_access_key_id"], "password": keys["s3_secret_access_key"],
                 "extra": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
     return {
@@ -278,7 +461,7 @@ def airflow_env(stack: Stack, endpoint: str, api_port: int | None = None, spark_
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(stack.passwords_file),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn or f"sqlite:///{home / 'airflow.db'}",
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(api_port),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api_port}",
@@ -308,7 +491,7 @@ def write_admin_password(stack: Stack) -> str:
 
 
 def airflow_init(stack: Stack, env: dict[str, str]) -> None:
-    """Create/upgrade the SQLite metadata database and the admin login."""
+    """Create/upgrade the metadata database and the admin login."""
     stack.airflow_home.mkdir(parents=True, exist_ok=True)
     write_admin_password(stack)
     subprocess.run([str(AIRFLOW_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True,
@@ -342,6 +525,16 @@ def require_s3(stack: Stack) -> str:
     return endpoint
 
 
+def stack_airflow_env(stack: Stack, bucket: str) -> dict[str, str]:
+    """The CLI's Airflow settings: metadata on the stack's PostgreSQL server (database `airflow`) and jobs on its
+    Spark standalone cluster when those were started (pg-start, spark-start), else SQLite and local[2]."""
+    endpoint = require_s3(stack)
+    database = postgres_database(stack, "airflow") if running_pid(stack, "postgres") else None
+    master = spark_master_url(stack)
+    return airflow_env(stack, endpoint, bucket=bucket, sql_alchemy_conn=database,
+                       spark_master=master or "local[2]", spark_conf=spark_cluster_conf(stack) if master else None)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--state-dir", type=Path, help="default: $ROSSMANN_STATE_DIR or <repo>/var")
@@ -356,6 +549,16 @@ def main(argv: list[str] | None = None) -> None:
     ui_start = sub.add_parser("ui-start", help="start api-server, scheduler, dag-processor, triggerer")
     ui_start.add_argument("--port", type=int, default=None)
     sub.add_parser("ui-stop")
+    pg_start = sub.add_parser("pg-start", help="start a private PostgreSQL server on 127.0.0.1 for Airflow's metadata")
+    pg_start.add_argument("--port", type=int, default=None)
+    pg_start.add_argument("--data-dir", type=Path, default=None, help="default: <state>/postgres")
+    sub.add_parser("pg-stop")
+    spark_start = sub.add_parser("spark-start", help="start a Spark standalone master and workers on 127.0.0.1")
+    spark_start.add_argument("--workers", type=int, default=2)
+    spark_start.add_argument("--cores", type=int, default=1, help="per worker")
+    spark_start.add_argument("--memory", default="2g", help="per worker")
+    spark_start.add_argument("--port", type=int, default=None)
+    sub.add_parser("spark-stop")
     sub.add_parser("status")
     fetch_cmd = sub.add_parser("fetch", help="download an s3:// object or prefix from the stack's S3")
     fetch_cmd.add_argument("uri")
@@ -369,18 +572,18 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "s3-stop":
         print("moto stopped" if stop_process(stack, "moto") else "moto was not running")
     elif args.command == "env":
-        endpoint = require_s3(stack)
-        exports = airflow_env(stack, endpoint, bucket=bucket)
+        exports = stack_airflow_env(stack, bucket)
         if args.with_aws:
-            exports.update(aws_env(stack, endpoint))
+            exports.update(aws_env(stack, require_s3(stack)))
         print("\n".join(f"export {key}={shlex.quote(value)}" for key, value in exports.items()))
     elif args.command == "airflow-init":
-        airflow_init(stack, airflow_env(stack, require_s3(stack), bucket=bucket))
-        print(f"Airflow metadata DB ready in {stack.airflow_home}")
+        env = stack_airflow_env(stack, bucket)
+        airflow_init(stack, env)
+        print(f"Airflow metadata DB ready ({env['AIRFLOW__DATABASE__SQL_ALCHEMY_CONN'].split(':')[0]})")
     elif args.command == "ui-start":
         if running_pid(stack, "airflow-api-server") is None:
             stack.write_state("api.port", str(free_port(args.port or DEFAULT_API_PORT)))
-        env = airflow_env(stack, require_s3(stack), bucket=bucket)
+        env = stack_airflow_env(stack, bucket)
         airflow_init(stack, env)
         url = start_ui(stack, env)
         print(f"Airflow UI: {url}  (user {ADMIN_USER}, password {stack_secrets(stack)['admin_password']})")
@@ -388,14 +591,30 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "ui-stop":
         stopped = stop_ui(stack)
         print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    elif args.command == "pg-start":
+        port = start_postgres(stack, args.data_dir, args.port)
+        postgres_database(stack, "airflow")
+        print(f"PostgreSQL on 127.0.0.1:{port}, database `airflow` (role {AIRFLOW_DB_ROLE}, password in "
+              f"{stack.state_dir / 'secrets.json'}); env/airflow-init/ui-start now use it")
+    elif args.command == "pg-stop":
+        print("postgres stopped" if stop_postgres(stack) else "postgres was not running")
+    elif args.command == "spark-start":
+        url = start_spark_cluster(stack, args.workers, args.cores, args.memory, args.port)
+        print(f"Spark master {url} (web UI http://127.0.0.1:{stack.read_state('spark-master.webui')}) with "
+              f"{args.workers} workers; env/ui-start now point spark_default at it")
+    elif args.command == "spark-stop":
+        print(f"stopped: {', '.join(stop_spark_cluster(stack)) or 'nothing was running'}")
     elif args.command == "fetch":
         for path in fetch(stack, require_s3(stack), args.uri, args.local_dir):
             print(path)
     elif args.command == "status":
-        for name in ("moto", *(f"airflow-{c}" for c in UI_COMPONENTS)):
+        workers = int(stack.read_state("spark-workers") or 0)
+        for name in ("moto", "postgres", "spark-master", *(f"spark-worker-{i}" for i in range(1, workers + 1)),
+                     *(f"airflow-{c}" for c in UI_COMPONENTS)):
             pid = running_pid(stack, name)
             print(f"{name:24s} {'running, pid ' + str(pid) if pid else 'stopped'}")
         print(f"S3 endpoint: {s3_endpoint(stack) or '-'}")
+        print(f"Spark master: {spark_master_url(stack) or '-'}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
 """Fixtures of the Airflow-side tests (helpers in stack_helpers.py, which also isolates AIRFLOW_HOME)."""
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
-from stack_helpers import embedded, start_stack
+from stack_helpers import FIRST_DATE, SMALL_RUN_CONF, embedded, run_dag, start_stack
 
 
 @pytest.fixture(scope="session")
@@ -11,3 +15,24 @@ def dag_test_stack(tmp_path_factory):
     handle = start_stack(tmp_path_factory.mktemp("dag-test-stack"))
     yield handle
     embedded.stop_process(handle.state, "moto")
+
+
+@pytest.fixture(scope="session")
+def first_run(dag_test_stack):
+    """The local-mode (local[2]) run of FIRST_DATE: many e2e assertions, and the reference of the cluster run."""
+    return run_dag(dag_test_stack, FIRST_DATE, SMALL_RUN_CONF)
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory):
+    """A private PostgreSQL server on 127.0.0.1 (Debian's binaries); tests create their own databases with
+    `embedded.postgres_database(postgres_server, name)`. Its data lives under /tmp, not pytest's tmp dir: as root
+    the server runs as the `postgres` user, who cannot enter root's 0700 pytest folders."""
+    state = embedded.Stack(tmp_path_factory.mktemp("postgres-stack"))
+    data_root = Path(tempfile.mkdtemp(prefix="rossmann-postgres-"))
+    embedded.start_postgres(state, data_root=data_root, port=embedded.free_port())
+    try:
+        yield state
+    finally:
+        embedded.stop_postgres(state)
+        shutil.rmtree(data_root, ignore_errors=True)

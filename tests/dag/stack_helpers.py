@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,9 @@ DAG_ID = "rossmann_forecast"
 SMALL_STORES = 10
 # Small enough for 2 cores: ~9k training rows, 2 Horovod processes, 2 epochs.
 SMALL_RUN_CONF = {"epochs": 2, "num_proc": 2, "batch_size": 256, "learning_rate": 0.001, "sample_rate": 1.0}
+FIRST_DATE = "2015-07-31"   # last day of train.csv
+TASKS = ["plan_run", "wait_for_raw_drop", "prepare_features", "train_model", "read_train_metrics", "quality_gate",
+         "predict", "publish_forecast"]
 
 # Airflow reads its settings when first imported: point in-process imports (DagBag tests) at a throwaway home.
 os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="rossmann-airflow-home-")
@@ -61,10 +65,11 @@ class StackHandle:
                         "--from-date", from_date, "--to-date", to_date, "--stores", str(stores),
                         "--seed", str(seed)], env=env, check=True, cwd=REPO_ROOT, capture_output=True)
 
-    def dags_test(self, logical_date: str, conf: dict, timeout_s: int = 1500) -> subprocess.CompletedProcess:
+    def dags_test(self, logical_date: str, conf: dict, timeout_s: int = 1500,
+                  extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(["airflow", "dags", "test", DAG_ID, logical_date, "-c", json.dumps(conf)],
-                              env=self.process_env(), cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=timeout_s)
+                              env={**self.process_env(), **(extra_env or {})}, cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=timeout_s)
 
     def run_summary(self, logical_date: str) -> dict:
         result = subprocess.run([str(AIRFLOW_PYTHON), str(REPO_ROOT / "scripts" / "stack" / "run_summary.py"),
@@ -90,10 +95,27 @@ class StackHandle:
         return "\n".join(path.read_text(errors="replace") for path in sorted(log_root.rglob("*.log")))
 
 
-def start_stack(state_dir: Path) -> StackHandle:
+def start_stack(state_dir: Path, **airflow_settings) -> StackHandle:
+    """moto S3 + an Airflow home; airflow_settings go to stack.airflow_env (PostgreSQL metadata, Spark master)."""
     state = embedded.Stack(state_dir)
     endpoint = embedded.start_s3(state, port=embedded.free_port())
     state.write_state("api.port", str(embedded.free_port()))
-    env = embedded.airflow_env(state, endpoint)
+    env = embedded.airflow_env(state, endpoint, **airflow_settings)
     embedded.airflow_init(state, env)
     return StackHandle(state, endpoint, env)
+
+
+def task_tries(dags_test_output: str, task_id: str) -> list[str]:
+    """The output of each try of one task in an `airflow dags test` run, in order (it writes no log files)."""
+    pattern = rf"\[DAG TEST\] starting task_id={task_id} .*?\[DAG TEST\] end task task_id={task_id} "
+    return re.findall(pattern, dags_test_output, flags=re.DOTALL)
+
+
+def run_dag(stack: StackHandle, logical_date: str, conf: dict, extra_env: dict[str, str] | None = None) -> dict:
+    """Land the day's drop, run the whole DAG with `airflow dags test`, check that every task succeeded."""
+    stack.land(logical_date, logical_date)
+    result = stack.dags_test(logical_date, conf, extra_env=extra_env)
+    summary = stack.run_summary(logical_date)
+    assert "success" in summary["state"] and sorted(summary["tasks"]) == sorted(TASKS), (
+        f"run for {logical_date} ended {summary['state']}: {summary['tasks']}\n{result.stdout[-6000:]}")
+    return {"summary": summary, "output": result.stdout + result.stderr}

@@ -1,5 +1,5 @@
 """The real Airflow components on loopback (api-server, scheduler, dag-processor, triggerer; LocalExecutor on
-SQLite): a run triggered through the REST API with params succeeds, and a headless Chromium sees the DAG and its
+PostgreSQL): a run triggered through the REST API with params succeeds, and a headless Chromium sees the DAG and its
 validated trigger form."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -52,9 +53,11 @@ class Api:
 
 
 @pytest.fixture(scope="module")
-def ui_stack(tmp_path_factory):
-    """Its own moto server and Airflow home: a scheduler must never share a SQLite file with `dags test` runs."""
-    handle = start_stack(tmp_path_factory.mktemp("ui-stack"))
+def ui_stack(tmp_path_factory, postgres_server):
+    """Its own moto server and Airflow home with the metadata in its own PostgreSQL database, as production runs
+    it: the scheduler, api-server, dag-processor and the backfill CLI write concurrently."""
+    database = embedded.postgres_database(postgres_server, "airflow_ui")
+    handle = start_stack(tmp_path_factory.mktemp("ui-stack"), sql_alchemy_conn=database)
     try:
         handle.url = embedded.start_ui(handle.state, handle.env)
         handle.password = embedded.stack_secrets(handle.state)["admin_password"]
@@ -156,31 +159,57 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
         driver.quit()
 
 
-def test_backfill_command_runs_a_past_date_through_the_scheduler(ui_stack, api):
+def test_backfill_of_two_dates_runs_them_concurrently_without_interference(ui_stack, api):
+    """Two backfill runs active at once: disjoint run-scoped outputs, and gates that never interleave."""
     import subprocess
 
-    backfill_date = "2015-07-15"
-    ui_stack.land(backfill_date, backfill_date)
+    dates = ["2015-07-14", "2015-07-15"]
+    ui_stack.land(dates[0], dates[-1])
     assert api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})[0] == 200
-    command = ["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", backfill_date,
-               "--to-date", backfill_date, "--max-active-runs", "1", "--dag-run-conf", json.dumps(SMALL_RUN_CONF)]
-    # SQLite allows one writer: while the scheduler writes, the CLI can get "database is locked" (a known SQLite
-    # limit, documented in docs/airflow.md; PostgreSQL does not have it). Re-run only on that error, a few times.
-    for attempt in range(4):
-        created = subprocess.run(command, env=ui_stack.process_env(), capture_output=True, text=True, timeout=300)
-        if created.returncode == 0 or "database is locked" not in created.stdout + created.stderr:
-            break
-        time.sleep(5 * (attempt + 1))
+    command = ["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", dates[0], "--to-date", dates[-1],
+               "--max-active-runs", "2", "--dag-run-conf", json.dumps(SMALL_RUN_CONF)]
+    created = subprocess.run(command, env=ui_stack.process_env(), capture_output=True, text=True, timeout=300)
     assert created.returncode == 0, f"airflow backfill create failed:\n{created.stdout}\n{created.stderr}"
 
-    def backfill_run():
+    def backfill_runs():
         runs = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100")[1]["dag_runs"]
-        done = [run for run in runs if run["run_type"] == "backfill" and run["logical_date"].startswith(backfill_date)
-                and run["state"] in ("success", "failed")]
-        return done[0] if done else None
+        done = {run["logical_date"][:10]: run for run in runs if run["run_type"] == "backfill"
+                and run["logical_date"][:10] in dates and run["state"] in ("success", "failed")}
+        return done if len(done) == len(dates) else None
 
-    run = api.wait_for(backfill_run, 1800, "the backfill run to finish", interval_s=10)
-    assert run["state"] == "success"
-    run_path = f"/api/v2/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
-    plan = api.call("GET", f"{run_path}/taskInstances/plan_run/xcomEntries/return_value")[1]["value"]
-    assert plan["as_of"] == backfill_date and f"/runs/{backfill_date}/backfill__" in plan["features"]
+    runs = api.wait_for(backfill_runs, 2400, "both backfill runs to finish", interval_s=10)
+    assert {day: run["state"] for day, run in runs.items()} == {day: "success" for day in dates}
+    first, second = ({key: datetime.fromisoformat(runs[day][key]) for key in ("start_date", "end_date")}
+                     for day in dates)
+    assert first["start_date"] < second["end_date"] and second["start_date"] < first["end_date"], (
+        "the two backfill runs did not overlap in time", first, second)
+
+    plans, gates, gate_tis = {}, {}, {}
+    for day, run in runs.items():
+        run_path = f"/api/v2/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
+        plans[day] = api.call("GET", f"{run_path}/taskInstances/plan_run/xcomEntries/return_value")[1]["value"]
+        gates[day] = api.call("GET", f"{run_path}/taskInstances/quality_gate/xcomEntries/return_value")[1]["value"]
+        gate_tis[day] = api.call("GET", f"{run_path}/taskInstances/quality_gate")[1]
+        assert plans[day]["as_of"] == day and f"/runs/{day}/backfill__" in plans[day]["features"]
+
+    # Run-scoped outputs: disjoint prefixes, and each run's forecast read only its own committed features.
+    roots = {day: plan["features"].rsplit("/", 1)[0] + "/" for day, plan in plans.items()}
+    assert not roots[dates[0]].startswith(roots[dates[1]]) and not roots[dates[1]].startswith(roots[dates[0]])
+    for day, plan in plans.items():
+        assert {f"{plan[name]}/_SUCCESS" for name in ("features", "model", "predictions")} <= set(
+            ui_stack.list_keys(roots[day]))
+        summary = ui_stack.read_json(f"{plan['predictions']}/_SUCCESS")["summary"]
+        assert summary["features"].startswith(plan["features"] + "/attempts/")
+        assert ui_stack.read_json(f"{summary['features']}/metadata.json")["as_of"] == day
+
+    # The gates ran one after the other, and the later one compared against what the earlier one left.
+    gate_times = {day: {key: datetime.fromisoformat(ti[key]) for key in ("start_date", "end_date")}
+                  for day, ti in gate_tis.items()}
+    earlier, later = sorted(dates, key=lambda day: gate_times[day]["start_date"])
+    assert gate_times[earlier]["end_date"] <= gate_times[later]["start_date"], gate_times
+    left_by_earlier = (gates[earlier]["candidate_val_exp_rmspe"] if gates[earlier]["promoted"]
+                       else gates[earlier]["champion_val_exp_rmspe"])
+    assert gates[later]["champion_val_exp_rmspe"] == left_by_earlier
+    champion = ui_stack.read_json(plans[later]["champion"])
+    assert champion["model_uri"] == gates[later]["champion_model_uri"]
+    assert champion["run_id"] == gates[later]["champion_run_id"]
