@@ -64,7 +64,7 @@ DEFAULT_ARGS = {
     "owner": "forecasting",
     "retries": 2,
     "retry_delay": timedelta(minutes=1),
-    "retry_exponential_backoff": True,
+    "retry_exponential_backoff": 2.0,  # a multiplier in Airflow 3: 1-2, then 2-4 min (with jitter)
     "max_retry_delay": timedelta(minutes=15),
     "execution_timeout": timedelta(hours=3),
 }

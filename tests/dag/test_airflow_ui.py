@@ -114,6 +114,10 @@ def test_rest_trigger_with_params_runs_the_dag_to_success(ui_stack, api):
     log_text = json.dumps(log)
     assert status == 200 and "Spark-Submit cmd" in log_text
     assert ui_stack.secret_key not in log_text
+    # Every task log file the scheduler's workers wrote, not only the one the API serves.
+    log_files = ui_stack.task_logs()
+    assert "Spark-Submit cmd" in log_files and "epoch 1/" in log_files
+    assert ui_stack.secret_key not in log_files and "_HOROVOD_SECRET_KEY" not in log_files
 
 
 def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_path):

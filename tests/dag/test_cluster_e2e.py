@@ -74,7 +74,8 @@ def logged_at(log: str, text: str) -> datetime:
 
 
 def forecast(stack, run) -> dict[int, float]:
-    uri = run["summary"]["xcom"]["publish_forecast"]["submission_uri"]
+    # Through the committed manifest, not the run's XCom: test_dag_e2e's in-place re-run replaces the attempt.
+    uri = f"{committed_attempt(stack, run['summary']['xcom']['plan_run']['predictions'])}/submission.csv"
     return {int(row["Id"]): float(row["Sales"]) for row in csv.DictReader(io.StringIO(stack.read_bytes(uri).decode()))}
 
 
