@@ -67,6 +67,9 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
     params = TrainParams.from_dict(config.params)
     plan = _plan_shards(hvd, tf, config, params)
 
+    # Seeded initial weights (rank 0's are broadcast) and per-rank dropout: a re-run on the same features
+    # reproduces the model, so a cleared-and-re-run train task is idempotent up to float round-off.
+    tf.keras.utils.set_random_seed(params.seed + rank)
     model = build_model(config.vocab_sizes, config.max_sales, params)
     optimizer = make_optimizer(params, model.trainable_variables)
     # Rank 0 decides (fresh start or checkpoint); every rank starts from its weights, slots and bookkeeping.

@@ -237,8 +237,8 @@ def rerun(dag_test_stack, first_run):
     before = committed_content(dag_test_stack, plan)
     before["submission"] = submission_sales(dag_test_stack, first_run["summary"]["xcom"]["publish_forecast"]
                                             ["submission_uri"])
-    # A demanding tolerance makes "the re-trained model is not good enough" certain: training is not bitwise
-    # deterministic (see test_retraining_is_not_bitwise_deterministic), so without it the outcome would be chance.
+    # A demanding tolerance makes "the re-trained model is not good enough" certain even if float round-off made the
+    # re-trained score a hair better (a tie alone keeps the champion: the gate's strictly-better rule for re-runs).
     output = clear_and_rerun(dag_test_stack, first_run["summary"]["run_id"],
                              {"quality_gate": {"promotion_tolerance": -0.99}})
     summary = dag_test_stack.run_summary(FIRST_DATE)
@@ -320,10 +320,11 @@ def test_rerun_forecast_equals_the_first(dag_test_stack, rerun):
     assert dag_test_stack.read_json(rerun["summary"]["xcom"]["plan_run"]["forecast_pointer"]) == forecast
 
 
-def test_retraining_is_not_bitwise_deterministic(rerun):
-    """The shuffling is seeded per (seed, epoch, rank), the initial weights are not: a fresh re-train on identical
-    features gives a different model of similar quality. This is why the champion is pinned to one attempt."""
+def test_retraining_reproduces_the_model(rerun):
+    """Shuffling is seeded per (seed, epoch, rank) and the initial weights and dropout per (seed, rank): a fresh
+    re-train on identical features reproduces the model's score (bitwise in the train job's tests; here allowing
+    float round-off)."""
     first = rerun["before"]["model_metrics"]
     again = rerun["summary"]["xcom"]["read_train_metrics"]
-    assert again["best_val_exp_rmspe"] != first["best_val_exp_rmspe"]
-    assert again["best_val_exp_rmspe"] == pytest.approx(first["best_val_exp_rmspe"], rel=0.5)
+    assert again["model_attempt_uri"] != rerun["before"]["model_attempt"]  # really trained again
+    assert again["best_val_exp_rmspe"] == pytest.approx(first["best_val_exp_rmspe"], rel=1e-4)
