@@ -214,7 +214,7 @@ def test_bad_input_fails_clearly_and_commits_nothing(inputs, spark, tmp_path, mu
 
 
 def test_uncommitted_model_is_refused(inputs, spark, tmp_path):
-    with pytest.raises(storage.OutputNotCommittedError, match="no committed output"):
+    with pytest.raises(storage.OutputNotCommittedError, match="neither a committed train output"):
         predict.run(spark, str(tmp_path / "no-model"), inputs.features.uri, str(tmp_path / "out"))
 
 
