@@ -56,7 +56,8 @@ def load_average() -> float:
 
 
 def tree_cpu_seconds() -> float:
-    """User + system CPU of this process and all its live descendants (the JVM and its Python workers)."""
+    """User + system CPU of this process and all its live descendants (the JVM and its Python workers), including
+    the children they have reaped (Python workers that exited, e.g. the reference's UDF and RDD workers)."""
     import psutil
 
     me = psutil.Process()
@@ -64,7 +65,7 @@ def tree_cpu_seconds() -> float:
     for proc in [me, *me.children(recursive=True)]:
         try:
             times = proc.cpu_times()
-            total += times.user + times.system
+            total += times.user + times.system + times.children_user + times.children_system
         except psutil.NoSuchProcess:
             pass
     return total
@@ -101,15 +102,23 @@ def main() -> int:
                                  "driver_memory": args.driver_memory},
                      "raw": raw}
 
+    tracker = spark.sparkContext.statusTracker()
+
+    def last_job_id() -> int:
+        # Job ids are sequential; the tracker keeps only the latest ones, so count by id, not by list length.
+        return max(tracker.getJobIdsForGroup(), default=-1)
+
     def ours(source: str) -> dict:
         from rossmann_jobs.prepare import run_prepare
 
+        jobs_before = last_job_id()
         metadata = run_prepare(spark, source, os.path.join(workdir, "features"), AS_OF)  # each run replaces it
+        spark_jobs = last_job_id() - jobs_before
         shard_rows = [shard["rows"] for shard in metadata["shards"]["train"]]
         return {"train_rows_in": metadata["row_counts"]["files"]["train.csv"],
                 "rows_out": {k: metadata["row_counts"][k] for k in ("train", "validation", "test")},
                 "train_shard_rows": {"min": min(shard_rows), "max": max(shard_rows), "files": len(shard_rows)},
-                "steps_s": metadata["timings_s"]}
+                "spark_jobs": spark_jobs, "steps_s": metadata["timings_s"]}
 
     def reference(source: str, out: str) -> dict:
         from seed_reference import data_preparation
@@ -156,6 +165,7 @@ def main() -> int:
             print(f"| {SIDES[side]} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['train_rows_per_s']:,} | "
                   f"{speedup} | {r['load_before']} -> {r['load_after']} |")
     print(f"\n{train_rows:,} train rows, {args.master}; train shards: {results['prepare']['train_shard_rows']}")
+    print(f"Spark jobs per prepare run: {results['prepare']['spark_jobs']}")
     print(f"prepare steps, cold (s): {results['prepare_cold']['steps_s']}")
     print(f"prepare steps, warm (s): {results['prepare']['steps_s']}")
     if not args.workdir:

@@ -70,7 +70,7 @@ DEFAULT_ARGS = {
 }
 
 
-def spark_job(task_id: str, job_file: str, application_args: list) -> RossmannSparkSubmitOperator:
+def spark_job(task_id: str, job_file: str, application_args: list, **spark_settings) -> RossmannSparkSubmitOperator:
     return RossmannSparkSubmitOperator(
         task_id=task_id,
         application=f"{JOBS_ROOT}/rossmann_jobs/{job_file}",
@@ -81,6 +81,7 @@ def spark_job(task_id: str, job_file: str, application_args: list) -> RossmannSp
         application_args=application_args,
         # One spark-submit of each kind at a time: the jobs size themselves to the whole Spark master.
         max_active_tis_per_dag=1,
+        **spark_settings,
     )
 
 
@@ -205,7 +206,7 @@ def rossmann_forecast():
     prepare = spark_job("prepare_features", "prepare.py", [
         "--raw", plan["raw"], "--out", plan["features"], "--as-of", plan["as_of"],
         "--sample-rate", "{{ params.sample_rate }}", "--seed", "{{ params.seed }}",
-    ])
+    ], driver_memory="2g")  # the full Rossmann history's vocabularies and accounting need more than the 1g default
     train = spark_job("train_model", "train.py", [
         "--features", plan["features"], "--out", plan["model"],
         "--num-proc", "{{ params.num_proc }}", "--epochs", "{{ params.epochs }}",
