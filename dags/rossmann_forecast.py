@@ -25,7 +25,6 @@ Connections: `spark_default` (master; extra `spark_conf` for cluster-wide Spark 
 """
 from __future__ import annotations
 
-import logging
 import os
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -117,80 +116,27 @@ def rossmann_forecast():
     def read_train_metrics(plan: dict[str, str]) -> dict:
         """The committed model's metrics.json, reduced to the numbers the gate and the UI need."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-        from rossmann.outputs import committed_attempt_uri, read_json, train_summary
+        from rossmann.steps import scored_model
 
-        hook = S3Hook(aws_conn_id="aws_default")
-        attempt = committed_attempt_uri(hook, plan["model"])
-        metrics_uri = f"{attempt}/metrics.json"
-        summary = train_summary(read_json(hook, metrics_uri), metrics_uri)
-        return {**summary, "model_uri": plan["model"], "model_attempt_uri": attempt, "metrics_uri": metrics_uri}
+        return scored_model(S3Hook(aws_conn_id="aws_default"), plan)
 
     # One gate at a time across runs: the champion pointer's read-compare-write must not interleave.
     @task(max_active_tis_per_dag=1)
     def quality_gate(plan: dict[str, str], metrics: dict, params=None, dag_run=None) -> dict:
-        """Promote the new model if it is not worse than the champion; predict uses whatever is champion after.
-
-        A promoted model is pinned: its committed attempt is copied under `models/champions/` and champion.json names
-        the copy, so re-running the champion's run (which re-commits its model output) never changes the champion's
-        weights under the same pointer. Writing champion.json (one PUT) is the commit; a crash before it leaves only
-        an unreferenced copy.
-        """
+        """Promote the new model (pinned copy) if it is not worse than the champion; predict uses the champion."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-        from rossmann.gate import decide_promotion
-        from rossmann.outputs import copy_files, read_champion, read_manifest, write_json
-        from rossmann.uris import pinned_model_uri
+        from rossmann.steps import apply_quality_gate
 
-        hook = S3Hook(aws_conn_id="aws_default")
-        manifest = read_manifest(hook, plan["model"])
-        candidate = f"{plan['model']}/{manifest['attempt']}"
-        if candidate != metrics["model_attempt_uri"]:
-            raise RuntimeError(f"{plan['model']} now commits {candidate}, but read_train_metrics scored "
-                               f"{metrics['model_attempt_uri']}: clear read_train_metrics and the tasks after it.")
-        champion = read_champion(hook, plan["champion"])
-        decision = decide_promotion(metrics["best_val_exp_rmspe"], champion, float(params["promotion_tolerance"]),
-                                    run_id=dag_run.run_id, model_attempt_uri=candidate)
-        if decision["promoted"]:
-            pinned = pinned_model_uri(plan["champion_models"], candidate)
-            copy_files(hook, candidate, pinned, manifest["files"])
-            champion = {"model_uri": pinned, "source_model_uri": candidate,
-                        "val_exp_rmspe": metrics["best_val_exp_rmspe"], "features_uri": plan["features"],
-                        "run_id": dag_run.run_id, "as_of": plan["as_of"],
-                        "promoted_at": datetime.now(timezone.utc).isoformat()}
-            write_json(hook, plan["champion"], champion)
-        elif champion is None:
-            raise ValueError(f"No champion model exists and this run's model was not promoted "
-                             f"({decision['reason']}): there is no model to forecast with.")
-        logging.getLogger("rossmann.quality_gate").info(
-            "quality gate: %s -> %s; champion is %s", decision["reason"],
-            "PROMOTED" if decision["promoted"] else "KEPT", champion["model_uri"])
-        return {**decision, "candidate_model_uri": candidate, "champion_model_uri": champion["model_uri"],
-                "champion_run_id": champion["run_id"]}
+        return apply_quality_gate(S3Hook(aws_conn_id="aws_default"), plan, metrics,
+                                  float(params["promotion_tolerance"]), dag_run.run_id)
 
     @task(outlets=[FORECAST_ASSET])
     def publish_forecast(plan: dict[str, str], gate: dict, dag_run=None, outlet_events=None) -> dict:
         """Check the committed forecast, point `forecast/latest.json` at it and emit the asset event."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-        from rossmann.outputs import committed_attempt_uri, exists, read_json, write_json
+        from rossmann import steps
 
-        hook = S3Hook(aws_conn_id="aws_default")
-        attempt = committed_attempt_uri(hook, plan["predictions"])
-        summary = read_json(hook, f"{plan['predictions']}/_SUCCESS").get("summary", {})
-        forecast = {
-            "as_of": plan["as_of"],
-            "run_id": dag_run.run_id,
-            "model_uri": gate["champion_model_uri"],
-            "submission_uri": f"{attempt}/submission.csv",
-            "report_uri": f"{attempt}/report/index.html",
-            "predictions_uri": f"{attempt}/predictions",
-            "forecast_val_exp_rmspe": summary.get("validation_exp_rmspe"),
-            "forecast_rows": summary.get("rows"),
-            "published_at": datetime.now(timezone.utc).isoformat(),
-        }
-        missing = [uri for uri in (forecast["submission_uri"], forecast["report_uri"]) if not exists(hook, uri)]
-        if missing:
-            raise FileNotFoundError(f"The committed predict output lacks {missing}: the predict job's output "
-                                    "contract is in docs/ARCHITECTURE.md")
-        write_json(hook, plan["forecast_pointer"], forecast)
+        forecast = steps.publish_forecast(S3Hook(aws_conn_id="aws_default"), plan, gate, dag_run.run_id)
         outlet_events[FORECAST_ASSET].extra = {key: forecast[key] for key in
                                                ("as_of", "run_id", "submission_uri", "report_uri")}
         return forecast
