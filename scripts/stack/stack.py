@@ -182,6 +182,10 @@ def stop_processes(stack: Stack, names: list[str], grace_s: float = 20.0) -> lis
 
 
 def group_alive(pgid: int) -> bool:
+    try:  # a leader we started and that has exited stays a zombie (and "alive") until its parent reaps it
+        os.waitpid(pgid, os.WNOHANG)
+    except ChildProcessError:
+        pass
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
