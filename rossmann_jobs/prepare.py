@@ -28,15 +28,16 @@ import argparse
 import logging
 import sys
 from datetime import date, datetime, timezone
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import accounting, encode, split
-from rossmann_jobs.features.pipeline import (VOCABULARY_ROW, classify_lookups, classify_sales, quarantined_rows,
-                                             sales_rows, vocabulary_rows)
+from rossmann_jobs.features.pipeline import (VOCABULARY_ROW, classify_lookups, classify_sales, horizon_rows,
+                                             quarantined_rows, sales_rows)
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRAIN, RawFile
 from rossmann_jobs.features.spec import METADATA_FILE, REJECTED_DIR, STORE_ID_COL
 from rossmann_jobs.features.validate import (AccountingError, FileDigest, RawInputError, check_accounting,
@@ -109,6 +110,21 @@ def horizon_window(summary: dict[str, Any], as_of: date) -> split.Windows:
     return split.plan_windows(as_of, summary[accounting.HORIZON_START], summary[accounting.HORIZON_END])
 
 
+def materialized(frame: DataFrame) -> DataFrame:
+    """frame computed once and kept as rows on the executors (memory, else local disk), its lineage cut.
+
+    Not cache(): building Spark's compressed columnar cache of the ~45 feature columns cost more than computing
+    them (bench/RESULTS.md, "Prepare job"), and every later query would re-plan the whole feature pipeline. The
+    price: a lost executor loses its blocks, and the job fails instead of recomputing them (Airflow retries it).
+    """
+    return frame.localCheckpoint(eager=True)
+
+
+def release(frame: DataFrame) -> None:
+    """Free the blocks of a materialized frame now, rather than when the JVM's garbage collector finds it."""
+    frame._jdf.queryExecution().logical().rdd().unpersist(False)
+
+
 # --- output -----------------------------------------------------------------------------------------------------
 
 def collect_examples(quarantine: DataFrame) -> dict[str, dict[tuple[str, str], list[str]]]:
@@ -142,6 +158,40 @@ def parquet_file_rows(uri: str) -> list[dict[str, Any]]:
     return shards
 
 
+def write_outputs(encoded: DataFrame, quarantine: DataFrame, attempt: str, num_shards: int,
+                  split_rows: dict[str, int], timings: dict[str, float]) -> dict[str, list[dict[str, Any]]]:
+    """Write the splits (checking each against its classified row count) and rejected/ under attempt, at once."""
+    def split_writer(name: str):
+        def write() -> list[dict[str, Any]]:
+            with timed(f"write {name} split", timings):
+                # The filter on the outcome goes below the encoding's lookups: each split encodes its own rows.
+                shards = write_shards(encode.encoded_split(encoded, name), storage.join(attempt, name), num_shards)
+            written = sum(shard["rows"] for shard in shards)
+            if written != split_rows[name]:
+                raise AccountingError(f"{name} split: {written} rows written but {split_rows[name]} classified.")
+            return shards
+        return write
+
+    def write_rejected() -> None:
+        with timed("write rejected rows", timings):
+            quarantine.coalesce(1).write.mode("errorifexists").json(
+                storage.spark_uri(storage.join(attempt, REJECTED_DIR)))
+
+    *shards, _ = concurrently(*[split_writer(name) for name in encode.SPLIT_COLUMNS], write_rejected)
+    return dict(zip(encode.SPLIT_COLUMNS, shards))
+
+
+def concurrently(*actions: Callable[[], Any]) -> list[Any]:
+    """Run Spark actions from driver threads at once; their results (or first error) in order.
+
+    Their jobs share the executors' task slots, so one job's last tasks and the driver's planning of the next
+    no longer leave cores idle (several small jobs follow the feature pass).
+    """
+    with ThreadPoolExecutor(max_workers=len(actions)) as pool:
+        futures = [pool.submit(action) for action in actions]
+        return [future.result() for future in futures]
+
+
 # --- the job ----------------------------------------------------------------------------------------------------
 
 def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rate: float | None = None,
@@ -158,42 +208,39 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
               for name, raw_file in RAW_FILES.items()}
     lookups, state_names = classify_lookups(parsed, RAW_FILES)
     lookups, state_names = lookups.persisted(), state_names.persist()
-    rows = sales_rows(parsed[TRAIN.name], parsed[TEST.name])
-    with timed("vocabularies and horizon", timings):
-        summary = accounting.vocabulary_summary(vocabulary_rows(rows, lookups, as_of), VOCABULARY_ROW).first().asDict()
-    windows = horizon_window(summary, as_of)
-    vocabularies = encode.sorted_vocabularies(summary)
-    log.info("windows: %s; vocabulary sizes: %s", windows.as_json(), encode.vocab_sizes(vocabularies))
-
-    encoded = encode.encode_features(classify_sales(rows, lookups, windows, sample_rate, seed), vocabularies)
-    encoded = encoded.persist()
-    with timed("classify rows (validate, join, elapsed, outcome), encode and count them", timings):
-        sales_groups = [row.asDict() for row in accounting.outcome_summary(encoded).collect()]
-        lookup_groups = [row.asDict() for row in
-                         accounting.lookup_summary({**lookups.by_file, "state_names.csv": state_names}).collect()]
-    outcomes, problems = accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
-    log.info("row outcomes per file: %s", outcomes)
-    quarantine = quarantined_rows(encoded, lookups, state_names)
-    check_rows(input_rows, outcomes, problems, quarantine, max_reject_fraction)
-    split_rows = {name: outcomes[SPLIT_SOURCES[name]].get(name, 0) for name in encode.SPLIT_COLUMNS}
-    empty = [name for name, rows in split_rows.items() if rows == 0]
-    if empty:
-        raise RawInputError(f"no rows for the {', '.join(empty)} split(s) with --as-of {as_of} "
-                            f"(windows {windows.as_json()}, outcomes {outcomes}).")
-
-    attempt = storage.new_attempt_uri(out)
-    shards = {}
-    for name in encode.SPLIT_COLUMNS:
-        with timed(f"write {name} split", timings):
-            shards[name] = write_shards(encode.encoded_split(encoded, name), storage.join(attempt, name),
-                                        num_shards)
-        written = sum(shard["rows"] for shard in shards[name])
-        if written != split_rows[name]:
-            raise AccountingError(f"{name} split: {written} rows written but {split_rows[name]} classified.")
-    with timed("write rejected rows", timings):
-        quarantine.coalesce(1).write.mode("errorifexists").json(storage.spark_uri(storage.join(attempt, REJECTED_DIR)))
-    for frame in (encoded, state_names, *lookups.by_file.values()):
-        frame.unpersist()
+    classified = None
+    try:
+        rows = sales_rows(parsed[TRAIN.name], parsed[TEST.name])
+        with timed("horizon", timings):
+            windows = horizon_window(accounting.horizon_summary(horizon_rows(rows, as_of)).first().asDict(), as_of)
+        log.info("windows: %s", windows.as_json())
+        with timed("classify rows (validate, join, elapsed, outcome) and materialize them", timings):
+            classified = materialized(classify_sales(rows, lookups, windows, sample_rate, seed))
+        with timed("count rows per outcome, collect vocabularies", timings):
+            sales_groups, lookup_groups = concurrently(
+                lambda: [row.asDict() for row in accounting.outcome_summary(classified, VOCABULARY_ROW).collect()],
+                lambda: [row.asDict() for row in accounting.lookup_summary(
+                    {**lookups.by_file, "state_names.csv": state_names}).collect()])
+        vocabularies = encode.sorted_vocabularies(accounting.vocabulary_values(sales_groups))
+        log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
+        outcomes, problems = accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
+        log.info("row outcomes per file: %s", outcomes)
+        quarantine = quarantined_rows(classified, lookups, state_names)
+        check_rows(input_rows, outcomes, problems, quarantine, max_reject_fraction)
+        split_rows = {name: outcomes[SPLIT_SOURCES[name]].get(name, 0) for name in encode.SPLIT_COLUMNS}
+        empty = [name for name, rows in split_rows.items() if rows == 0]
+        if empty:
+            raise RawInputError(f"no rows for the {', '.join(empty)} split(s) with --as-of {as_of} "
+                                f"(windows {windows.as_json()}, outcomes {outcomes}).")
+        attempt = storage.new_attempt_uri(out)
+        with timed("write splits and rejected rows", timings):
+            shards = write_outputs(encode.encode_features(classified, vocabularies), quarantine, attempt, num_shards,
+                                   split_rows, timings)
+    finally:
+        if classified is not None:
+            release(classified)
+        for frame in (state_names, *lookups.by_file.values()):
+            frame.unpersist()
 
     metadata = {
         "feature_spec": encode.feature_spec(vocabularies),

@@ -18,19 +18,26 @@ TRAINING_OUTCOMES = (split.TRAIN, split.VALIDATION, split.SAMPLED_OUT)   # rows 
 HORIZON_START, HORIZON_END = "_horizon_start", "_horizon_end"
 
 
-def vocabulary_summary(vocabulary_rows: DataFrame, flag: str) -> DataFrame:
-    """One row: over the rows where flag is true, the distinct values of every categorical column and the first
-    and last horizon (test) date."""
-    horizon_date = F.when(F.col(flag) & (F.col(split.SOURCE) == "test"), F.col("Date"))
-    return vocabulary_rows.agg(F.min(horizon_date).alias(HORIZON_START), F.max(horizon_date).alias(HORIZON_END),
-                               *[F.collect_set(F.when(F.col(flag), F.col(col))).alias(col)
-                                 for col in CATEGORICAL_COLS])
+def horizon_summary(horizon_rows: DataFrame) -> DataFrame:
+    """One row: the first and last date of the horizon rows (null, null when there are none)."""
+    return horizon_rows.agg(F.min("Date").alias(HORIZON_START), F.max("Date").alias(HORIZON_END))
 
 
-def outcome_summary(classified: DataFrame) -> DataFrame:
-    """Per (file, outcome, reason, column) of the classified sales rows: the row count and the max Sales."""
+def outcome_summary(classified: DataFrame, vocabulary_flag: str) -> DataFrame:
+    """Per (file, outcome, reason, column) of the classified sales rows: the row count, the max Sales and, over
+    the rows where vocabulary_flag is true, the distinct values of every categorical column (one pass for all)."""
     return (classified.groupBy(split.SOURCE, split.OUTCOME, *problem_columns())
-            .agg(F.count(F.lit(1)).alias("rows"), F.max(LABEL_COL).alias("max_sales")))
+            .agg(F.count(F.lit(1)).alias("rows"), F.max(LABEL_COL).alias("max_sales"),
+                 *[F.collect_set(F.when(F.col(vocabulary_flag), F.col(col))).alias(col) for col in CATEGORICAL_COLS]))
+
+
+def vocabulary_values(sales_groups: Iterable[Mapping[str, Any]]) -> dict[str, list]:
+    """The union over the groups of outcome_summary of each categorical column's distinct values."""
+    values: dict[str, set] = {col: set() for col in CATEGORICAL_COLS}
+    for group in sales_groups:
+        for col in CATEGORICAL_COLS:
+            values[col].update(group[col])
+    return {col: list(found) for col, found in values.items()}
 
 
 def lookup_summary(frames: Mapping[str, DataFrame]) -> DataFrame:

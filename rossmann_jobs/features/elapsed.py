@@ -18,7 +18,13 @@ def flag_events(df: DataFrame) -> DataFrame:
 
 
 def add_elapsed(df: DataFrame, eligible: Column, events: Mapping[str, Column] | None = None) -> DataFrame:
-    """Add After<event> (>= 0) and Before<event> (<= 0) day counts per Store over the eligible rows.
+    """Add After<event> (>= 0) and Before<event> (<= 0) day counts per Store over the eligible rows."""
+    # One projection: Spark evaluates the windows of each ordering in one pass.
+    return df.withColumns(elapsed_columns(eligible, events))
+
+
+def elapsed_columns(eligible: Column, events: Mapping[str, Column] | None = None) -> dict[str, Column]:
+    """The After<event> (>= 0) and Before<event> (<= 0) day counts per Store over the eligible rows.
 
     After = days since the latest event on or before the row's date, or since the store's first eligible date if
     there is none; Before = minus the days until the next event on or after the row's date, or until the store's
@@ -39,5 +45,4 @@ def add_elapsed(df: DataFrame, eligible: Column, events: Mapping[str, Column] | 
         event_date = F.when(eligible & happened, F.col("Date"))
         elapsed["After" + col] = F.datediff("Date", F.coalesce(F.max(event_date).over(so_far), first_date))
         elapsed["Before" + col] = F.datediff("Date", F.coalesce(F.min(event_date).over(from_now), last_date))
-    # One projection: Spark evaluates the windows of each ordering in one pass.
-    return df.withColumns(elapsed)
+    return elapsed

@@ -5,12 +5,12 @@ from dataclasses import dataclass
 from datetime import date
 from functools import reduce
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from rossmann_jobs.features import joins
 from rossmann_jobs.features.calendar import add_competition_and_promo2, expand_date
-from rossmann_jobs.features.elapsed import add_elapsed, flag_events
+from rossmann_jobs.features.elapsed import elapsed_columns, flag_events
 from rossmann_jobs.features.raw_schemas import TEST, RawFile
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, LABEL_COL
 from rossmann_jobs.features.split import IN_SCOPE, OUTCOME, SOURCE, Windows, assign_outcome, in_scope
@@ -20,7 +20,7 @@ from rossmann_jobs.features.validate import (PROBLEM, acceptable, quarantine_dup
 SALES_COLS = ["Id", "Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo", "StateHoliday",
               "SchoolHoliday"]
 VOCABULARY_ROW = "_vocabulary_row"
-CLASSIFIED_COLS = [SOURCE, OUTCOME, "Id", "Store", "Date", "Open", LABEL_COL,
+CLASSIFIED_COLS = [SOURCE, OUTCOME, VOCABULARY_ROW, "Id", "Store", "Date", "Open", LABEL_COL,
                    *[c for c in CATEGORICAL_COLS + CONTINUOUS_COLS if c != "Store"], PROBLEM]
 
 
@@ -74,34 +74,34 @@ def sales_rows(train: DataFrame, test: DataFrame) -> DataFrame:
             .unionByName(test.withColumn(SOURCE, F.lit("test")).select(*SALES_COLS, SOURCE, PROBLEM)))
 
 
-def vocabulary_rows(rows: DataFrame, lookups: Lookups, as_of: date) -> DataFrame:
-    """Sales rows with their categorical values and VOCABULARY_ROW: true for the rows whose values make the
-    vocabularies, the parseable train rows up to as_of with Sales > 0 and the parseable horizon (test) rows.
+def horizon_rows(rows: DataFrame, as_of: date) -> DataFrame:
+    """The horizon: the parseable test rows dated after as_of (Date only). test.csv is small, so this is cheap."""
+    return rows.filter((F.col(SOURCE) == "test") & acceptable() & in_scope(as_of)).select("Date")
 
-    Needs no window, hence no shuffle: it runs before the windows of classify_sales. Rows that classify_sales
-    quarantines later (duplicates, lookup misses) may add a value that no split uses, which costs an unused index.
-    A flag rather than a filter: Spark would push a filter on the parse result into the CSV scan and parse twice.
-    """
-    known = acceptable() & in_scope(as_of) & ((F.col(SOURCE) == "test") | (F.col("Sales") > 0))
-    rows = joins.add_store_columns(expand_date(rows.withColumn(VOCABULARY_ROW, known)), lookups.store,
-                                   lookups.store_states)
-    rows = rows.join(F.broadcast(joins.weather_by_state(lookups.weather)), ["State", "Date"], "left")
-    return add_competition_and_promo2(flag_events(rows)).select(VOCABULARY_ROW, SOURCE, "Date", *CATEGORICAL_COLS)
+
+def vocabulary_row(as_of: date) -> Column:
+    """True for the rows whose values make the vocabularies: the parseable train rows up to as_of with Sales > 0
+    and the parseable horizon (test) rows, as the sales rows come in (before any window's quarantine)."""
+    return acceptable() & in_scope(as_of) & ((F.col(SOURCE) == "test") | (F.col("Sales") > 0))
 
 
 def classify_sales(rows: DataFrame, lookups: Lookups, windows: Windows, sample_rate: float | None,
                    seed: int) -> DataFrame:
-    """Every sales row with its features and OUTCOME (split, exclusion or quarantine), CLASSIFIED_COLS only.
+    """Every sales row with its features (not encoded), OUTCOME (split, exclusion or quarantine) and
+    VOCABULARY_ROW, CLASSIFIED_COLS only.
 
     The windows (duplicates, store seen in train, elapsed days) run first, on narrow rows: one shuffle by Store
-    and one sort by (Store, Date, source) serve all but the descending Before window. The Before/After days use
-    every in-scope row that parses and is unique, including rows quarantined afterwards for a lookup miss (the
-    event happened all the same). The broadcast joins of the lookups follow.
+    and one sort by (Store, Date) serve all but the descending Before window. The Before/After days use every
+    in-scope row that parses and is unique, including rows quarantined afterwards for a lookup miss or an unseen
+    store (the event happened all the same; and an unseen store's rows are all quarantined). The broadcast joins
+    of the lookups follow.
     """
-    rows = rows.repartition("Store")
-    rows = quarantine_duplicates(rows, ["Store", "Date"], SALES_COLS, scope_after=[SOURCE])
-    rows = _quarantine_unseen_test_stores(rows.withColumn(IN_SCOPE, in_scope(windows.as_of)))
-    rows = add_elapsed(rows, eligible=F.col(IN_SCOPE) & acceptable())
+    rows = rows.withColumn(VOCABULARY_ROW, vocabulary_row(windows.as_of)).repartition("Store")
+    rows = _quarantine_duplicate_days(rows).withColumn(IN_SCOPE, in_scope(windows.as_of))
+    # One projection, so that the store-wide window shares the Window operator of the ascending elapsed days.
+    rows = rows.withColumns({**elapsed_columns(eligible=F.col(IN_SCOPE) & acceptable()), SEEN_IN_TRAIN: _seen_in_train()})
+    rows = quarantine_where(rows, (F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),
+                            "Store has no train.csv rows on or before as-of", "Store", SALES_COLS).drop(SEEN_IN_TRAIN)
     rows = joins.join_lookups(expand_date(rows), lookups.store, lookups.store_states, joins.state_trend(lookups.trend),
                               joins.germany_trend(lookups.trend), joins.weather_by_state(lookups.weather),
                               IN_SCOPE, SALES_COLS)
@@ -109,14 +109,31 @@ def classify_sales(rows: DataFrame, lookups: Lookups, windows: Windows, sample_r
     return assign_outcome(rows, windows, sample_rate, seed).select(*CLASSIFIED_COLS)
 
 
-def _quarantine_unseen_test_stores(rows: DataFrame) -> DataFrame:
+SEEN_IN_TRAIN = "_seen_in_train"
+
+
+def _quarantine_duplicate_days(rows: DataFrame) -> DataFrame:
+    """Quarantine all acceptable rows of a file that share their (Store, Date) with another one of that file.
+
+    The same as quarantine_duplicates(rows, ["Store", "Date"], scope_after=[SOURCE]), but counted over the peers
+    of a (Store; Date) window, which shares the sort of the elapsed-days windows and, unlike a window per
+    (Store, Date, source), needs no window partition per row.
+    """
+    same_day = Window.partitionBy("Store").orderBy("Date").rangeBetween(Window.currentRow, Window.currentRow)
+    keyed = acceptable() & F.col("Store").isNotNull() & F.col("Date").isNotNull()
+    copies = {source: F.count(F.when(keyed & (F.col(SOURCE) == source), 1)).over(same_day)
+              for source in ("train", "test")}
+    same_file_copies = F.when(F.col(SOURCE) == "train", copies["train"]).otherwise(copies["test"])
+    return quarantine_where(rows, keyed & (same_file_copies > 1), "duplicate key (Store,Date)", "Store,Date",
+                            SALES_COLS)
+
+
+def _seen_in_train() -> Column:
+    """True for every row of a store with a usable train row (in scope, acceptable), else null."""
     usable_train = (F.col(SOURCE) == "train") & F.col(IN_SCOPE) & acceptable()
     whole_store = Window.partitionBy("Store").orderBy("Date").rowsBetween(Window.unboundedPreceding,
                                                                           Window.unboundedFollowing)
-    seen_in_train = F.max(F.when(usable_train, True)).over(whole_store)
-    is_horizon = (F.col(SOURCE) == "test") & F.col(IN_SCOPE)
-    return quarantine_where(rows, is_horizon & seen_in_train.isNull(),
-                            "Store has no train.csv rows on or before as-of", "Store", SALES_COLS)
+    return F.max(F.when(usable_train, True)).over(whole_store)
 
 
 def quarantined_rows(classified: DataFrame, lookups: Lookups, state_names: DataFrame) -> DataFrame:
