@@ -27,17 +27,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from datetime import date, datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
+from datetime import date, datetime, timezone
 from typing import Any, Callable
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import accounting, encode, split
 from rossmann_jobs.features.pipeline import (VOCABULARY_ROW, classify_lookups, classify_sales, horizon_rows,
-                                             quarantined_rows, sales_rows)
+                                             quarantined_rows, sales_features, sales_rows)
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRAIN, RawFile
 from rossmann_jobs.features.spec import METADATA_FILE, REJECTED_DIR, STORE_ID_COL
 from rossmann_jobs.features.validate import (AccountingError, FileDigest, RawInputError, check_accounting,
@@ -208,14 +207,15 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
               for name, raw_file in RAW_FILES.items()}
     lookups, state_names = classify_lookups(parsed, RAW_FILES)
     lookups, state_names = lookups.persisted(), state_names.persist()
-    classified = None
+    features = None
     try:
         rows = sales_rows(parsed[TRAIN.name], parsed[TEST.name])
-        with timed("horizon", timings):
-            windows = horizon_window(accounting.horizon_summary(horizon_rows(rows, as_of)).first().asDict(), as_of)
+        with timed("features of every sales row (validate, join, elapsed), materialized; the horizon", timings):
+            features, horizon = concurrently(lambda: materialized(sales_features(rows, lookups, as_of)),
+                                             lambda: accounting.horizon_summary(horizon_rows(rows, as_of)).first())
+        windows = horizon_window(horizon.asDict(), as_of)
         log.info("windows: %s", windows.as_json())
-        with timed("classify rows (validate, join, elapsed, outcome) and materialize them", timings):
-            classified = materialized(classify_sales(rows, lookups, windows, sample_rate, seed))
+        classified = classify_sales(features, windows, sample_rate, seed)
         with timed("count rows per outcome, collect vocabularies", timings):
             sales_groups, lookup_groups = concurrently(
                 lambda: [row.asDict() for row in accounting.outcome_summary(classified, VOCABULARY_ROW).collect()],
@@ -237,8 +237,8 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
             shards = write_outputs(encode.encode_features(classified, vocabularies), quarantine, attempt, num_shards,
                                    split_rows, timings)
     finally:
-        if classified is not None:
-            release(classified)
+        if features is not None:
+            release(features)
         for frame in (state_names, *lookups.by_file.values()):
             frame.unpersist()
 

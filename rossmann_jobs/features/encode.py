@@ -12,7 +12,8 @@ from rossmann_jobs.features import split
 from rossmann_jobs.features.spec import (CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL, STORE_ID_COL,
                                          TEST_DIR, TRAIN_DIR, UNKNOWN_INDEX, VALIDATION_DIR)
 
-MAP_LOOKUP_MAX = 64   # vocabularies up to this size are encoded with a literal map, larger ones with a join
+MAP_LOOKUP_MAX = 64         # other vocabularies up to this size are encoded with a literal map, larger ones with a join
+ARRAY_LOOKUP_MAX_SPAN = 1 << 16   # integer vocabularies spanning up to this many values are an array lookup
 SPLIT_COLUMNS = {
     TRAIN_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
     VALIDATION_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
@@ -32,8 +33,24 @@ def vocab_sizes(vocabularies: Mapping[str, list]) -> dict[str, int]:
 def _index_of(col: str, values: list[Any]):
     if not values:
         return F.lit(UNKNOWN_INDEX)
-    mapping = F.create_map(*chain.from_iterable((F.lit(v), F.lit(i + 1)) for i, v in enumerate(values)))
-    return F.coalesce(F.try_element_at(mapping, F.col(col)), F.lit(UNKNOWN_INDEX))
+    if _array_lookup(values):
+        # Position value - low in one literal array: constant time, where a map lookup scans the map's keys.
+        low, high = values[0], values[-1]
+        table = [UNKNOWN_INDEX] * (high - low + 1)
+        for i, value in enumerate(values):
+            table[value - low] = i + 1
+        position = (F.col(col) - F.lit(low) + F.lit(1)).cast("int")
+        index = F.when(F.col(col).between(low, high), F.element_at(F.array(*map(F.lit, table)), position))
+    else:
+        mapping = F.create_map(*chain.from_iterable((F.lit(v), F.lit(i + 1)) for i, v in enumerate(values)))
+        index = F.try_element_at(mapping, F.col(col))
+    return F.coalesce(index, F.lit(UNKNOWN_INDEX))
+
+
+def _array_lookup(values: list[Any]) -> bool:
+    """Sorted integer values (not booleans) spanning a range small enough for a lookup array."""
+    return (all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+            and values[-1] - values[0] < ARRAY_LOOKUP_MAX_SPAN)
 
 
 def _vocabulary_table(spark, col: str, values: list[Any], value_type: T.DataType) -> DataFrame:
@@ -44,11 +61,13 @@ def _vocabulary_table(spark, col: str, values: list[Any], value_type: T.DataType
 def encode_features(df: DataFrame, vocabularies: Mapping[str, list]) -> DataFrame:
     """Replace categorical values by their int32 vocabulary index and cast continuous columns to float32 (null -> 0).
 
-    The raw Store number is kept as StoreId. Small vocabularies are literal maps; Spark scans a map's keys, so
-    larger ones (Store, about 1,100 values) are looked up with a broadcast join instead.
+    The raw Store number is kept as StoreId. Integer vocabularies (Store, dates, counts) are literal arrays
+    indexed by value; other small ones are literal maps; Spark scans a map's keys, so larger ones are looked up
+    with a broadcast join instead.
     """
     df = df.withColumn(STORE_ID_COL, F.col("Store").cast("int"))
-    joined = [col for col in CATEGORICAL_COLS if len(vocabularies[col]) > MAP_LOOKUP_MAX]
+    joined = [col for col in CATEGORICAL_COLS
+              if len(vocabularies[col]) > MAP_LOOKUP_MAX and not _array_lookup(vocabularies[col])]
     for col in joined:
         table = _vocabulary_table(df.sparkSession, col, vocabularies[col], df.schema[col].dataType)
         df = df.join(F.broadcast(table), F.col(col) == F.col(f"_value_{col}"), "left")

@@ -20,8 +20,9 @@ from rossmann_jobs.features.validate import (PROBLEM, acceptable, quarantine_dup
 SALES_COLS = ["Id", "Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo", "StateHoliday",
               "SchoolHoliday"]
 VOCABULARY_ROW = "_vocabulary_row"
-CLASSIFIED_COLS = [SOURCE, OUTCOME, VOCABULARY_ROW, "Id", "Store", "Date", "Open", LABEL_COL,
-                   *[c for c in CATEGORICAL_COLS + CONTINUOUS_COLS if c != "Store"], PROBLEM]
+FEATURE_ROW_COLS = [SOURCE, IN_SCOPE, VOCABULARY_ROW, "Id", "Store", "Date", "Open", LABEL_COL,
+                    *[c for c in CATEGORICAL_COLS + CONTINUOUS_COLS if c != "Store"], PROBLEM]
+CLASSIFIED_COLS = [OUTCOME, *[c for c in FEATURE_ROW_COLS if c != IN_SCOPE]]
 
 
 @dataclass(frozen=True)
@@ -85,28 +86,31 @@ def vocabulary_row(as_of: date) -> Column:
     return acceptable() & in_scope(as_of) & ((F.col(SOURCE) == "test") | (F.col("Sales") > 0))
 
 
-def classify_sales(rows: DataFrame, lookups: Lookups, windows: Windows, sample_rate: float | None,
-                   seed: int) -> DataFrame:
-    """Every sales row with its features (not encoded), OUTCOME (split, exclusion or quarantine) and
-    VOCABULARY_ROW, CLASSIFIED_COLS only.
+def sales_features(rows: DataFrame, lookups: Lookups, as_of: date) -> DataFrame:
+    """Every sales row with its features (not encoded), IN_SCOPE, VOCABULARY_ROW and PROBLEM: FEATURE_ROW_COLS.
 
     The windows (duplicates, store seen in train, elapsed days) run first, on narrow rows: one shuffle by Store
     and one sort by (Store, Date) serve all but the descending Before window. The Before/After days use every
     in-scope row that parses and is unique, including rows quarantined afterwards for a lookup miss or an unseen
     store (the event happened all the same; and an unseen store's rows are all quarantined). The broadcast joins
-    of the lookups follow.
+    of the lookups follow. Needs as_of only, not the horizon: it can run while the horizon is being found.
     """
-    rows = rows.withColumn(VOCABULARY_ROW, vocabulary_row(windows.as_of)).repartition("Store")
-    rows = _quarantine_duplicate_days(rows).withColumn(IN_SCOPE, in_scope(windows.as_of))
+    rows = rows.withColumn(VOCABULARY_ROW, vocabulary_row(as_of)).repartition("Store")
+    rows = _quarantine_duplicate_days(rows).withColumn(IN_SCOPE, in_scope(as_of))
     # One projection, so that the store-wide window shares the Window operator of the ascending elapsed days.
-    rows = rows.withColumns({**elapsed_columns(eligible=F.col(IN_SCOPE) & acceptable()), SEEN_IN_TRAIN: _seen_in_train()})
+    rows = rows.withColumns({**elapsed_columns(eligible=F.col(IN_SCOPE) & acceptable()),
+                             SEEN_IN_TRAIN: _seen_in_train()})
     rows = quarantine_where(rows, (F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),
                             "Store has no train.csv rows on or before as-of", "Store", SALES_COLS).drop(SEEN_IN_TRAIN)
     rows = joins.join_lookups(expand_date(rows), lookups.store, lookups.store_states, joins.state_trend(lookups.trend),
                               joins.germany_trend(lookups.trend), joins.weather_by_state(lookups.weather),
                               IN_SCOPE, SALES_COLS)
-    rows = add_competition_and_promo2(flag_events(rows))
-    return assign_outcome(rows, windows, sample_rate, seed).select(*CLASSIFIED_COLS)
+    return add_competition_and_promo2(flag_events(rows)).select(*FEATURE_ROW_COLS)
+
+
+def classify_sales(features: DataFrame, windows: Windows, sample_rate: float | None, seed: int) -> DataFrame:
+    """The feature rows with their OUTCOME (split, exclusion or quarantine), CLASSIFIED_COLS only."""
+    return assign_outcome(features, windows, sample_rate, seed).select(*CLASSIFIED_COLS)
 
 
 SEEN_IN_TRAIN = "_seen_in_train"

@@ -18,8 +18,9 @@ from rossmann_jobs.features.raw_schemas import CORRUPT_COL, DATE, DOUBLE, INT, R
 PROBLEM = "_problem"
 REASON, REASON_COLUMN = "_reason", "_reason_column"   # its fields as flat columns, for counting
 
+# Spark's try_cast to INT is already strict (optional sign, ASCII digits, no fraction, no overflow); its DOUBLE
+# and DATE casts are not ("Infinity", "1d"; "2015", "2015-7-1 x"), so those values must match a pattern first.
 _PATTERNS = {
-    INT: r"^[+-]?[0-9]+$",
     DOUBLE: r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$",
     DATE: r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
 }
@@ -99,9 +100,10 @@ class FileDigest:
 
 def _parsed(column: str, kind: str) -> Column:
     text = F.trim(F.col(column))
-    if kind not in _PATTERNS:
+    if kind not in _SQL_TYPES:
         return F.when(text != "", F.col(column))
-    return F.when(text.rlike(_PATTERNS[kind]), F.expr(f"try_cast(trim(`{column}`) AS {_SQL_TYPES[kind]})"))
+    parsed = F.expr(f"try_cast(trim(`{column}`) AS {_SQL_TYPES[kind]})")
+    return F.when(text.rlike(_PATTERNS[kind]), parsed) if kind in _PATTERNS else parsed
 
 
 def _text(column: str) -> str:

@@ -254,7 +254,10 @@ def test_vocabularies_are_sorted_known_values_and_unknown_or_null_encode_to_zero
 
     columns = {c: None for c in encode.FEATURE_COLS}
     rows = [{**columns, "Store": 10, "StoreType": "c", "Promo": False, "CompetitionDistance": 5.5},
-            {**columns, "Store": 2, "StoreType": "z", "Promo": True, "CompetitionDistance": None}]
+            {**columns, "Store": 2, "StoreType": "z", "Promo": True, "CompetitionDistance": None},
+            {**columns, "Store": 5, "StoreType": "a", "Promo": None, "CompetitionDistance": 1.0},    # inside the range
+            {**columns, "Store": 11, "StoreType": None, "Promo": True, "CompetitionDistance": 2.0},   # above it
+            {**columns, "Store": None, "StoreType": "a", "Promo": True, "CompetitionDistance": 3.0}]
     schema = T.StructType(
         [T.StructField("Store", T.IntegerType()), T.StructField("StoreType", T.StringType()),
          T.StructField("Promo", T.BooleanType())]
@@ -264,10 +267,25 @@ def test_vocabularies_are_sorted_known_values_and_unknown_or_null_encode_to_zero
     df = spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
     encoded = encode.encode_features(df, vocabularies)
     got = [(r.StoreId, r.Store, r.StoreType, r.Promo, r.Events, r.CompetitionDistance) for r in encoded.collect()]
-    assert got == [(10, 2, 2, 1, 0, 5.5), (2, 1, 0, 2, 0, 0.0)]
+    assert got == [(10, 2, 2, 1, 0, 5.5), (2, 1, 0, 2, 0, 0.0), (5, 0, 1, 0, 0, 1.0), (11, 0, 0, 2, 0, 2.0),
+                   (None, 0, 1, 2, 0, 3.0)]
     types = dict(encoded.dtypes)
     assert {types[c] for c in encode.CATEGORICAL_COLS} == {"int"}
     assert {types[c] for c in encode.CONTINUOUS_COLS} == {"float"}
+
+
+def test_large_vocabularies_are_arrays_for_integers_and_joins_for_strings(spark):
+    value_sets = {col: [] for col in encode.CATEGORICAL_COLS}
+    value_sets.update({"Store": [1000 + 3 * i for i in range(500)], "Events": [f"e{i:03d}" for i in range(100)]})
+    vocabularies = encode.sorted_vocabularies(value_sets)
+    schema = T.StructType([T.StructField(c, T.IntegerType() if c == "Store" else T.StringType())
+                           for c in encode.CATEGORICAL_COLS] + [T.StructField(c, T.DoubleType())
+                                                                 for c in encode.CONTINUOUS_COLS])
+    rows = [(1003, "e042"), (1004, "e100"), (2497, "e099"), (999, None)]
+    df = spark.createDataFrame([tuple({"Store": s, "Events": e}.get(f.name) for f in schema.fields)
+                                for s, e in rows], schema)
+    got = [(r.StoreId, r.Store, r.Events) for r in encode.encode_features(df, vocabularies).collect()]
+    assert sorted(got) == [(999, 0, 0), (1003, 2, 43), (1004, 0, 0), (2497, 500, 100)]
 
 
 def test_encoded_split_keeps_one_outcome_and_its_columns_with_the_log_label(spark):

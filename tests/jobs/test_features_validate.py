@@ -100,6 +100,9 @@ def test_parse_flags_each_row_problem_with_its_column_and_record(spark, tmp_path
         "10,5,2015-07-31, 77 ,555,1,1,0,1",    # surrounding blanks are fine
         "11,5,2015-07-31,5263,555,2,1,0,1",    # Open not in {0, 1}
         "12,5,2015-07-31,5263,555,1,1,0,-1",   # SchoolHoliday not in {0, 1}
+        "13,5,2015-07-31,1e3,555,1,1,0,1",     # an exponent is not an integer
+        "14,5,2015-07-31,2147483648,555,1,1,0,1",  # overflows int
+        "15,5,2015-07-31,+0042,555,1,1,0,1",   # sign and leading zeros are fine
     ]
     rows = parse_lines(spark, tmp_path, TRAIN, lines)
     got = [(r._reason, r._reason_column) for r in rows]
@@ -116,6 +119,9 @@ def test_parse_flags_each_row_problem_with_its_column_and_record(spark, tmp_path
         (None, None),
         ("out of range [0, 1]", "Open"),
         ("out of range [0, 1]", "SchoolHoliday"),
+        ("unparseable int", "Sales"),
+        ("unparseable int", "Sales"),
+        (None, None),
     ]
     assert rows[6].record == lines[6]                       # Spark kept the raw line
     assert '"Sales":"52x3"' in rows[1].record               # else the fields as text

@@ -45,7 +45,7 @@ def test_a_short_outage_is_ridden_out_with_logged_retries(raw_drop, s3_bucket, p
 
     def break_again_once_spark_reads(line):
         # A second outage while Spark's S3A client reads the CSVs (the first one hits the driver's pyarrow reads).
-        if "vocabularies and horizon: started" in line:
+        if "features of every sales row" in line and ": started" in line:
             proxy.arm(spark_phase_outage_s)
 
     proxy.arm(10.0)       # down for 10 s from the job's first S3 request
