@@ -173,7 +173,8 @@ def write_outputs(encoded: DataFrame, quarantine: DataFrame, attempt: str, num_s
 
     def write_rejected() -> None:
         with timed("write rejected rows", timings):
-            quarantine.coalesce(1).write.mode("errorifexists").json(
+            # repartition, not coalesce: coalesce(1) would scan every materialized row in one task.
+            quarantine.repartition(1).write.mode("errorifexists").json(
                 storage.spark_uri(storage.join(attempt, REJECTED_DIR)))
 
     *shards, _ = concurrently(*[split_writer(name) for name in encode.SPLIT_COLUMNS], write_rejected)
@@ -225,7 +226,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
         outcomes, problems = accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
         log.info("row outcomes per file: %s", outcomes)
-        quarantine = quarantined_rows(classified, lookups, state_names)
+        quarantine = quarantined_rows(features, lookups, state_names)
         check_rows(input_rows, outcomes, problems, quarantine, max_reject_fraction)
         split_rows = {name: outcomes[SPLIT_SOURCES[name]].get(name, 0) for name in encode.SPLIT_COLUMNS}
         empty = [name for name, rows in split_rows.items() if rows == 0]

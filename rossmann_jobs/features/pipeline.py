@@ -140,9 +140,9 @@ def _seen_in_train() -> Column:
     return F.max(F.when(usable_train, True)).over(whole_store)
 
 
-def quarantined_rows(classified: DataFrame, lookups: Lookups, state_names: DataFrame) -> DataFrame:
+def quarantined_rows(sales: DataFrame, lookups: Lookups, state_names: DataFrame) -> DataFrame:
     """All quarantined rows of all files as (file, reason, column, record)."""
-    tagged = [classified.select(F.concat(F.col(SOURCE), F.lit(".csv")).alias("file"), PROBLEM)]
+    tagged = [sales.select(F.concat(F.col(SOURCE), F.lit(".csv")).alias("file"), PROBLEM)]
     tagged += [df.select(F.lit(name).alias("file"), PROBLEM)
                for name, df in {**lookups.by_file, "state_names.csv": state_names}.items()]
     union = reduce(DataFrame.unionByName, tagged)
