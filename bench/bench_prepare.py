@@ -71,13 +71,40 @@ def tree_cpu_seconds() -> float:
     return total
 
 
+# Linux keeps the first 15 characters of a thread's name ("Executor task l", "C2 CompilerThre").
+JVM_THREAD_KINDS = {"Executor task": "spark tasks", "CompilerThre": "JIT compiler", "GC Thread": "GC", "G1 ": "GC",
+                    "VM Thread": "GC"}
+
+
+def jvm_thread_cpu() -> dict[str, float]:
+    """CPU seconds per kind of thread of the driver JVM (Linux /proc): where the JVM's CPU goes, e.g. how much of
+    it the JIT compiler takes from the tasks on a small machine. Empty where /proc or the JVM is missing."""
+    import psutil
+
+    jvms = [p for p in psutil.Process().children(recursive=True) if p.name() == "java"]
+    totals: dict[str, float] = {}
+    for tid in (os.listdir(f"/proc/{jvms[0].pid}/task") if jvms else []):
+        try:
+            with open(f"/proc/{jvms[0].pid}/task/{tid}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        kind = next((k for prefix, k in JVM_THREAD_KINDS.items() if prefix in name), "other (driver, planning)")
+        totals[kind] = totals.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return totals
+
+
 def timed_run(label: str, fn) -> dict:
-    start_load, start_cpu, start = load_average(), tree_cpu_seconds(), time.perf_counter()
+    start_load, start_cpu, start_threads = load_average(), tree_cpu_seconds(), jvm_thread_cpu()
+    start = time.perf_counter()
     detail = fn()
     seconds, cpu = time.perf_counter() - start, tree_cpu_seconds() - start_cpu
-    print(f"{label}: {seconds:.1f} s wall, {cpu:.1f} CPU s (load {start_load} -> {load_average()})", flush=True)
-    return {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 1), "load_before": start_load,
-            "load_after": load_average(), **(detail or {})}
+    threads = {kind: round(total - start_threads.get(kind, 0.0), 1) for kind, total in jvm_thread_cpu().items()}
+    print(f"{label}: {seconds:.1f} s wall, {cpu:.1f} CPU s (load {start_load} -> {load_average()}); JVM threads' "
+          f"CPU s: {threads}", flush=True)
+    return {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 1), "jvm_thread_cpu_seconds": threads,
+            "load_before": start_load, "load_after": load_average(), **(detail or {})}
 
 
 def generate_raw(out: str, stores: int) -> str:
@@ -168,6 +195,9 @@ def main() -> int:
     print(f"Spark jobs per prepare run: {results['prepare']['spark_jobs']}")
     print(f"prepare steps, cold (s): {results['prepare_cold']['steps_s']}")
     print(f"prepare steps, warm (s): {results['prepare']['steps_s']}")
+    for side in SIDES:
+        if side in results:
+            print(f"JVM threads' CPU s, {SIDES[side]}: {results[side]['jvm_thread_cpu_seconds']}")
     if not args.workdir:
         storage.delete_prefix(workdir)
     return 0
