@@ -126,7 +126,16 @@ def stack_secrets(stack: Stack) -> dict[str, str]:
 
 # --- processes --------------------------------------------------------------------------------------------------
 
+def reap(pid: int) -> None:
+    """Collect pid's exit status if it is an exited child of ours: until then it is a zombie and looks alive."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
 def pid_alive(pid: int) -> bool:
+    reap(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -182,10 +191,7 @@ def stop_processes(stack: Stack, names: list[str], grace_s: float = 20.0) -> lis
 
 
 def group_alive(pgid: int) -> bool:
-    try:  # a leader we started and that has exited stays a zombie (and "alive") until its parent reaps it
-        os.waitpid(pgid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+    reap(pgid)   # a leader we started and that has exited stays a zombie (and "alive") until we reap it
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
