@@ -14,8 +14,8 @@ from rossmann_jobs.features.elapsed import elapsed_columns, flag_events
 from rossmann_jobs.features.raw_schemas import TEST, RawFile
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, LABEL_COL
 from rossmann_jobs.features.split import IN_SCOPE, OUTCOME, SOURCE, Windows, assign_outcome, in_scope
-from rossmann_jobs.features.validate import (PROBLEM, acceptable, quarantine_duplicates,
-                                             quarantine_where)
+from rossmann_jobs.features.validate import (PROBLEM, acceptable, countable_copy, quarantine_copies,
+                                             quarantine_duplicates, quarantine_where)
 
 SALES_COLS = ["Id", "Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo", "StateHoliday",
               "SchoolHoliday"]
@@ -123,13 +123,12 @@ def _quarantine_duplicate_days(rows: DataFrame) -> DataFrame:
     of a (Store; Date) window, which shares the sort of the elapsed-days windows and, unlike a window per
     (Store, Date, source), needs no window partition per row.
     """
+    keys = ["Store", "Date"]
     same_day = Window.partitionBy("Store").orderBy("Date").rangeBetween(Window.currentRow, Window.currentRow)
-    keyed = acceptable() & F.col("Store").isNotNull() & F.col("Date").isNotNull()
-    copies = {source: F.count(F.when(keyed & (F.col(SOURCE) == source), 1)).over(same_day)
+    copies = {source: F.count(F.when(countable_copy(keys) & (F.col(SOURCE) == source), 1)).over(same_day)
               for source in ("train", "test")}
     same_file_copies = F.when(F.col(SOURCE) == "train", copies["train"]).otherwise(copies["test"])
-    return quarantine_where(rows, keyed & (same_file_copies > 1), "duplicate key (Store,Date)", "Store,Date",
-                            SALES_COLS)
+    return quarantine_copies(rows, keys, same_file_copies, SALES_COLS)
 
 
 def _seen_in_train() -> Column:

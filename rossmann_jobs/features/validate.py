@@ -168,10 +168,25 @@ def quarantine_duplicates(df: DataFrame, keys: Sequence[str], record_cols: Seque
     The window partitions by keys then scope_after, so its sort also serves later windows ordered by the keys.
     All copies go: which one is right cannot be told, and keeping one would make the result order-dependent.
     """
-    keyed = reduce(operator.and_, [F.col(k).isNotNull() for k in keys])
-    copies = F.count(F.when(acceptable() & keyed, 1)).over(Window.partitionBy(*keys, *scope_after))
+    copies = F.count(F.when(countable_copy(keys), 1)).over(Window.partitionBy(*keys, *scope_after))
+    return quarantine_copies(df, keys, copies, record_cols, label)
+
+
+def countable_copy(keys: Sequence[str]) -> Column:
+    """True for the rows that count as a copy of their key: acceptable, with every key column set."""
+    return acceptable() & _keyed(keys)
+
+
+def quarantine_copies(df: DataFrame, keys: Sequence[str], copies: Column, record_cols: Sequence[str],
+                      label: str | None = None) -> DataFrame:
+    """Quarantine every acceptable keyed row whose key has more than one copy (copies: a count of the
+    countable_copy rows sharing the row's key, however the caller's window finds them)."""
     label = label or ",".join(keys)
-    return quarantine_where(df, keyed & (copies > 1), f"duplicate key ({label})", label, record_cols)
+    return quarantine_where(df, _keyed(keys) & (copies > 1), f"duplicate key ({label})", label, record_cols)
+
+
+def _keyed(keys: Sequence[str]) -> Column:
+    return reduce(operator.and_, [F.col(k).isNotNull() for k in keys])
 
 
 def problem_columns() -> list[Column]:

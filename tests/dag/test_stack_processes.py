@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 from stack_helpers import embedded
 
@@ -10,7 +11,7 @@ from stack_helpers import embedded
 def wait_for_exit(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     # poll() would reap the child itself; the zombie must be left for the stack's own checks to find.
-    while time.monotonic() < deadline and open(f"/proc/{process.pid}/stat").read().split()[2] != "Z":
+    while time.monotonic() < deadline and Path(f"/proc/{process.pid}/stat").read_text().split()[2] != "Z":
         time.sleep(0.05)
 
 
