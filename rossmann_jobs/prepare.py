@@ -225,12 +225,14 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         log.info("windows: %s", windows.as_json())
         classified = classify_sales(features, windows, sample_rate, seed)
         with timed("count rows per outcome, collect vocabularies", timings):
-            sales_groups = [row.asDict() for row in accounting.outcome_summary(classified, VOCABULARY_ROW).collect()]
+            # The quarantine query is planned on the driver while the executors count.
+            sales_groups, quarantine = concurrently(
+                lambda: [row.asDict() for row in accounting.outcome_summary(classified, VOCABULARY_ROW).collect()],
+                lambda: quarantined_rows(features, lookups, state_names))
         vocabularies = encode.sorted_vocabularies(accounting.vocabulary_values(sales_groups))
         log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
         outcomes, problems = accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
         log.info("row outcomes per file: %s", outcomes)
-        quarantine = quarantined_rows(features, lookups, state_names)
         check_rows(input_rows, outcomes, problems, quarantine, max_reject_fraction)
         split_rows = {name: outcomes[SPLIT_SOURCES[name]].get(name, 0) for name in encode.SPLIT_COLUMNS}
         empty = [name for name, rows in split_rows.items() if rows == 0]

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from rossmann_jobs.features.calendar import COMPETITION_SINCE, PROMO2_SINCE, add_since_dates
 from rossmann_jobs.features.raw_schemas import RawFile, WEATHER_FEATURE_COLS
 from rossmann_jobs.features.validate import acceptable, quarantine_duplicates, quarantine_first, quarantine_where
 
 GERMANY_TREND_FILE = "Rossmann_DE"
 # googletrend.csv names Niedersachsen "NI"; store_states.csv and state_names.csv call it "HB,NI".
 TREND_STATE_ALIASES = {"NI": "HB,NI"}
-STORE_COLS = ["StoreType", "Assortment", "CompetitionDistance", "CompetitionOpenSinceMonth",
-              "CompetitionOpenSinceYear", "Promo2", "Promo2SinceWeek", "Promo2SinceYear", "PromoInterval"]
+STORE_COLS = ["StoreType", "Assortment", "CompetitionDistance", "CompetitionOpenSinceYear", "Promo2SinceYear",
+              "PromoInterval", COMPETITION_SINCE, PROMO2_SINCE]
 WEATHER_COLS = [*WEATHER_FEATURE_COLS, "Events"]
 TREND_YEAR, TREND_WEEK = "_trend_year", "_trend_week"   # of the week's first day, the trend join key
 
@@ -95,7 +96,7 @@ LOOKUP_MISSES = [("_has_store", "Store not in store.csv", "Store"),
 
 
 def add_store_columns(rows: DataFrame, store: DataFrame, store_states: DataFrame) -> DataFrame:
-    store_info = accepted(store).select("Store", *STORE_COLS, F.lit(True).alias("_has_store"))
+    store_info = add_since_dates(accepted(store)).select("Store", *STORE_COLS, F.lit(True).alias("_has_store"))
     states = accepted(store_states).select("Store", "State", F.lit(True).alias("_has_state"))
     return rows.join(F.broadcast(store_info), "Store", "left").join(F.broadcast(states), "Store", "left")
 
@@ -113,11 +114,13 @@ def add_lookup_columns(rows: DataFrame, store: DataFrame, store_states: DataFram
 
 
 def join_lookups(rows: DataFrame, store: DataFrame, store_states: DataFrame, trend_by_state: DataFrame,
-                 trend_germany: DataFrame, weather: DataFrame, in_scope: str, record_cols: Sequence[str]) -> DataFrame:
+                 trend_germany: DataFrame, weather: DataFrame, in_scope: str, record_cols: Sequence[str],
+                 earlier_checks: Sequence[tuple[Column, str, str]] = ()) -> DataFrame:
     """add_lookup_columns, then rows where in_scope is true and a lookup misses are quarantined with the first
-    missing lookup as reason."""
+    missing lookup as reason (after the caller's earlier_checks, (condition, reason, column), in one step)."""
     joined = add_lookup_columns(rows, store, store_states, trend_by_state, trend_germany, weather)
-    checks = [(F.col(in_scope) & F.col(marker).isNull(), reason, column) for marker, reason, column in LOOKUP_MISSES]
+    checks = [*earlier_checks, *[(F.col(in_scope) & F.col(marker).isNull(), reason, column)
+                                 for marker, reason, column in LOOKUP_MISSES]]
     return drop_markers(quarantine_first(joined, checks, record_cols))
 
 

@@ -15,7 +15,7 @@ from rossmann_jobs.features.raw_schemas import TEST, RawFile
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, LABEL_COL
 from rossmann_jobs.features.split import IN_SCOPE, OUTCOME, SOURCE, Windows, assign_outcome, in_scope
 from rossmann_jobs.features.validate import (PROBLEM, acceptable, countable_copy, quarantine_copies,
-                                             quarantine_duplicates, quarantine_where)
+                                             quarantine_duplicates)
 
 SALES_COLS = ["Id", "Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo", "StateHoliday",
               "SchoolHoliday"]
@@ -100,11 +100,12 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date) -> DataFrame:
     # One projection, so that the store-wide window shares the Window operator of the ascending elapsed days.
     rows = rows.withColumns({**elapsed_columns(eligible=F.col(IN_SCOPE) & acceptable()),
                              SEEN_IN_TRAIN: _seen_in_train()})
-    rows = quarantine_where(rows, (F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),
-                            "Store has no train.csv rows on or before as-of", "Store", SALES_COLS).drop(SEEN_IN_TRAIN)
+    # Checked with the lookup misses (it comes first), so that one quarantine step renders the rejected record.
+    unseen_store = ((F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),
+                    "Store has no train.csv rows on or before as-of", "Store")
     rows = joins.join_lookups(expand_date(rows), lookups.store, lookups.store_states, joins.state_trend(lookups.trend),
                               joins.germany_trend(lookups.trend), joins.weather_by_state(lookups.weather),
-                              IN_SCOPE, SALES_COLS)
+                              IN_SCOPE, SALES_COLS, earlier_checks=[unseen_store])
     return add_competition_and_promo2(flag_events(rows)).select(*FEATURE_ROW_COLS)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import hashlib
 import io
 import operator
@@ -10,6 +11,7 @@ from typing import Iterable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, DATE, DOUBLE, INT, RawFile
 
@@ -107,6 +109,11 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _json_record(fields: Sequence[tuple[str, str]]) -> str:
+    """SQL for a JSON object of (key, column) pairs (one py4j call, where F.struct costs ~3 per column)."""
+    return f"to_json(named_struct({', '.join(f'{sql_string(key)}, {_sql_name(col)}' for key, col in fields)}))"
+
+
 def _parsed(column: str, kind: str) -> str:
     text = f"trim({_sql_name(column)})"
     if kind not in _SQL_TYPES:
@@ -142,8 +149,7 @@ def parse_columns(text_df: DataFrame, raw_file: RawFile) -> DataFrame:
                                *[f"{_sql_name(name)} AS {_sql_name(_text(name))}" for name in names],
                                _sql_name(CORRUPT_COL))
     corrupt = _sql_name(CORRUPT_COL)
-    fields = ", ".join(f"{sql_string(name)}, {_sql_name(_text(name))}" for name in names)
-    record = f"coalesce({corrupt}, to_json(named_struct({fields})))"
+    record = f"coalesce({corrupt}, {_json_record([(name, _text(name)) for name in names])})"
     checks: list[tuple[str, str, str]] = [(f"{corrupt} IS NOT NULL", f"malformed line (expected {len(names)} fields)",
                                            "*")]
     for name in names:
@@ -166,9 +172,43 @@ def parse_columns(text_df: DataFrame, raw_file: RawFile) -> DataFrame:
 
 def quarantine_first(df: DataFrame, checks: Sequence[tuple[Column, str, str]], record_cols: Sequence[str]) -> DataFrame:
     """Give acceptable rows the first (condition, reason, column) whose condition holds; null counts as false."""
-    record = F.to_json(F.struct(*record_cols))
-    new = F.coalesce(*[F.when(condition, problem(reason, column, record)) for condition, reason, column in checks])
-    return df.withColumn(PROBLEM, F.coalesce(F.col(PROBLEM), new))
+    first = F.coalesce(*[F.when(condition, F.struct(F.lit(reason).alias("reason"), F.lit(column).alias("column")))
+                         for condition, reason, column in checks])
+    # The record is rendered once, after the first problem is known, not once per check.
+    new = F.when(F.col("_first").isNotNull(), F.struct(F.col("_first.reason").alias("reason"),
+                                                       F.col("_first.column").alias("column"),
+                                                       json_record(df, record_cols).alias("record")))
+    return df.withColumn("_first", first).withColumn(PROBLEM, F.coalesce(F.col(PROBLEM), new)).drop("_first")
+
+
+# Types json_record renders with SQL string functions; other types go through to_json.
+_PLAIN_JSON_TYPES = (T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.BooleanType, T.DateType, T.StringType)
+# regexp_replace arguments (Java regex, replacement): backslash-escape " and \, and show control characters as \ufffd.
+_JSON_SPECIAL = sql_string(r'(["\\])') + ", " + sql_string(r'\\$1')
+_CONTROL_CHARACTER = sql_string(r'\p{Cntrl}') + ", " + sql_string(r'\\ufffd')
+
+
+def json_record(df: DataFrame, columns: Sequence[str]) -> Column:
+    """The columns of df as a JSON object; a null value shows as null.
+
+    Integers, booleans, dates and strings are rendered with format_string, which whole-stage code generation
+    compiles into the surrounding stage in little code; to_json cannot be, and every step that may quarantine a
+    row would cut the feature pass into separately generated stages (bench/RESULTS.md, "Prepare job", round 4).
+    Strings escape quotes and backslashes; a control character shows as \\ufffd (records are for reading).
+    """
+    types = {field.name: field.dataType for field in df.schema.fields}
+    if not all(isinstance(types[name], _PLAIN_JSON_TYPES) for name in columns):
+        return F.expr(_json_record([(name, name) for name in columns]))
+    values = []
+    for name in columns:
+        value = _sql_name(name)
+        if isinstance(types[name], T.StringType):
+            value = f"regexp_replace(regexp_replace({value}, {_JSON_SPECIAL}), {_CONTROL_CHARACTER})"
+        if isinstance(types[name], (T.StringType, T.DateType)):
+            value = f"coalesce(concat('\"', {value}, '\"'), 'null')"
+        values.append(value)
+    template = "{" + ",".join(json.dumps(name).replace("%", "%%") + ":%s" for name in columns) + "}"
+    return F.expr(f"format_string({sql_string(template)}, {', '.join(values)})")
 
 
 def quarantine_where(df: DataFrame, condition: Column, reason: str, column: str,

@@ -102,6 +102,12 @@ COMPETITION_SCHEMA = ("Date date, CompetitionOpenSinceYear int, CompetitionOpenS
                       "Promo2SinceWeek int")
 
 
+def competition_and_promo2(spark, rows):
+    """The since dates are added on the store table, the day counts on each row: here both on the same rows."""
+    df = spark.createDataFrame(rows, COMPETITION_SCHEMA)
+    return calendar.add_competition_and_promo2(calendar.add_since_dates(df)).collect()
+
+
 def test_competition_months_are_capped_at_24_and_zero_before_opening_or_when_unknown(spark):
     rows = [
         (D("2015-07-31"), 2015, 7, None, None),   # opened 2015-07-15: 16 days -> 0 months
@@ -111,7 +117,7 @@ def test_competition_months_are_capped_at_24_and_zero_before_opening_or_when_unk
         (D("2015-07-31"), None, None, None, None),  # unknown: year filled with 1900 -> 0
         (D("2015-07-31"), 1900, 3, None, None),   # the real file's 1900: also 0
     ]
-    out = calendar.add_competition_and_promo2(spark.createDataFrame(rows, COMPETITION_SCHEMA)).collect()
+    out = competition_and_promo2(spark, rows)
     assert [r.CompetitionMonthsOpen for r in out] == [0, 2, 24, 0, 0, 0]
     assert [r.CompetitionOpenSinceYear for r in out] == [2015, 2015, 2010, 2016, 1900, 1900]
     assert [r.Promo2SinceYear for r in out] == [1900] * 6
@@ -125,7 +131,7 @@ def test_promo2_weeks_count_from_the_since_week_capped_at_25(spark):
         (D("2015-01-29"), None, None, 2015, 40),  # in the future: 0
         (D("2015-01-29"), None, None, None, None),  # no promo2: 0
     ]
-    out = calendar.add_competition_and_promo2(spark.createDataFrame(rows, COMPETITION_SCHEMA)).collect()
+    out = competition_and_promo2(spark, rows)
     assert [r.Promo2Weeks for r in out] == [3, 25, 0, 0]
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import date
 
 import pytest
@@ -9,8 +10,8 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, TEST, TRAIN
 from rossmann_jobs.features.validate import (PROBLEM, AccountingError, FileDigest, RawInputError, check_accounting,
-                                             check_reject_fraction, parse_columns, parse_header, problem_columns,
-                                             quarantine_duplicates)
+                                             check_reject_fraction, json_record, parse_columns, parse_header,
+                                             problem_columns, quarantine_duplicates)
 
 TRAIN_HEADER = "Store,DayOfWeek,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday"
 
@@ -175,3 +176,24 @@ def test_accounting_fails_with_the_counts_when_rows_are_lost_or_duplicated():
         check_accounting("train.csv", 10, {"train": 6, "quarantined": 3})
     with pytest.raises(AccountingError, match="duplicated 2 rows"):
         check_accounting("train.csv", 10, {"train": 9, "quarantined": 3})
+
+
+# --- rejected records -------------------------------------------------------------------------------------------
+
+def test_json_record_is_the_row_as_json_with_nulls_and_escaped_strings(spark):
+    rows = [(1, date(2015, 7, 31), "a", True), (None, None, None, None), (-5, date(1900, 1, 1), 'q"uo\\te', False),
+            (2, date(2015, 1, 1), "tab\there", None)]
+    df = spark.createDataFrame(rows, "Store int, Date date, StateHoliday string, Flag boolean")
+    records = [json.loads(row.record) for row in df.select(json_record(df, df.columns).alias("record")).collect()]
+    assert records == [
+        {"Store": 1, "Date": "2015-07-31", "StateHoliday": "a", "Flag": True},
+        {"Store": None, "Date": None, "StateHoliday": None, "Flag": None},
+        {"Store": -5, "Date": "1900-01-01", "StateHoliday": 'q"uo\\te', "Flag": False},
+        {"Store": 2, "Date": "2015-01-01", "StateHoliday": "tab\ufffdhere", "Flag": None},   # control character
+    ]
+
+
+def test_json_record_of_other_types_is_to_json(spark):
+    df = spark.createDataFrame([(1, 2.5), (2, None)], "Store int, CompetitionDistance double")
+    records = [row.record for row in df.select(json_record(df, df.columns).alias("record")).collect()]
+    assert records == ['{"Store":1,"CompetitionDistance":2.5}', '{"Store":2}']

@@ -189,6 +189,43 @@ def test_elapsed_days_match_a_direct_loop_over_the_raw_rows(prepared, drop):
             assert {k: int(row[k]) for k in want} == want, row
 
 
+# HotSpot never JIT-compiles a method of more than 8,000 bytes of bytecode (-XX:HugeMethodLimit, on by default):
+# a generated stage above it runs interpreted. The fused feature stage is within ~10 % of it (bench/RESULTS.md).
+HOTSPOT_HUGE_METHOD_LIMIT = 8000
+
+
+def test_generated_code_of_the_feature_pass_and_the_writes_stays_jit_compilable(spark, raw_dir, prepared):
+    from rossmann_jobs.features import encode, split
+    from rossmann_jobs.features.pipeline import classify_lookups, classify_sales, sales_features, sales_rows
+    from rossmann_jobs.features.validate import parse_columns
+    from rossmann_jobs.prepare import materialized, read_text_csv, release
+
+    metadata = prepared[2]
+    parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw_dir, name), raw_file), raw_file)
+              for name, raw_file in RAW_FILES.items()}
+    lookups, _ = classify_lookups(parsed, RAW_FILES)
+    features = sales_features(sales_rows(parsed["train.csv"], parsed["test.csv"]), lookups, AS_OF)
+    rows = materialized(features)   # as the job does: the writes start from the materialized rows
+    windows = split.plan_windows(AS_OF, date.fromisoformat(metadata["test_window"]["start"]),
+                                 date.fromisoformat(metadata["test_window"]["end"]))
+    encoded = encode.encode_features(classify_sales(rows, windows, None, 42), metadata["vocabularies"])
+    frames = {"features": features, **{name: encode.encoded_split(encoded, name) for name in encode.SPLIT_COLUMNS}}
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")   # the plain plan: the same code, no query stages
+    try:
+        sizes = {}
+        for name, frame in frames.items():
+            stages = frame._jdf.queryExecution().debug().codegenToSeq()
+            for i in range(stages.size()):
+                stage = stages.apply(i)
+                sizes[f"{name}: {stage._1().splitlines()[0][:80]}"] = stage._3().maxMethodCodeSize()
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+        release(rows)
+    assert len(sizes) > 10 and max(sizes.values()) > 4000   # it did compile the big stages
+    assert {stage: size for stage, size in sizes.items() if size >= HOTSPOT_HUGE_METHOD_LIMIT} == {}
+
+
 def test_a_failed_run_leaves_the_committed_output_untouched(spark, prepared, drop, tmp_path):
     from rossmann_jobs.prepare import run_prepare
 
