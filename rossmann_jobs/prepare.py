@@ -211,23 +211,18 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
     features = None
     try:
         rows = sales_rows(parsed[TRAIN.name], parsed[TEST.name])
-        with timed("lookup rows per outcome, features of every sales row (validate, join, elapsed), materialized; "
-                   "the horizon", timings):
-            # The lookup summary comes first: it fills the lookups' caches before the sales rows' CSV stage takes
-            # the task slots (jobs get slots in the order they come), so the broadcasts are ready when the
-            # windows are done.
-            lookup_groups, features, horizon = concurrently(
-                lambda: [row.asDict() for row in accounting.lookup_summary(
-                    {**lookups.by_file, "state_names.csv": state_names}).collect()],
-                lambda: materialized(sales_features(rows, lookups, as_of)),
-                lambda: accounting.horizon_summary(horizon_rows(rows, as_of)).first())
+        with timed("features of every sales row (validate, join, elapsed), materialized; the horizon", timings):
+            features, horizon = concurrently(lambda: materialized(sales_features(rows, lookups, as_of)),
+                                             lambda: accounting.horizon_summary(horizon_rows(rows, as_of)).first())
         windows = horizon_window(horizon.asDict(), as_of)
         log.info("windows: %s", windows.as_json())
         classified = classify_sales(features, windows, sample_rate, seed)
         with timed("count rows per outcome, collect vocabularies", timings):
             # The quarantine query is planned on the driver while the executors count.
-            sales_groups, quarantine = concurrently(
+            sales_groups, lookup_groups, quarantine = concurrently(
                 lambda: [row.asDict() for row in accounting.outcome_summary(classified, VOCABULARY_ROW).collect()],
+                lambda: [row.asDict() for row in accounting.lookup_summary(
+                    {**lookups.by_file, "state_names.csv": state_names}).collect()],
                 lambda: quarantined_rows(features, lookups, state_names))
         vocabularies = encode.sorted_vocabularies(accounting.vocabulary_values(sales_groups))
         log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
