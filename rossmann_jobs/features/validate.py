@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import csv
-import json
 import hashlib
 import io
+import json
 import operator
 from functools import reduce
 from typing import Iterable, Mapping, Sequence
@@ -104,14 +104,14 @@ def _sql_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def sql_string(text: str) -> str:
+def _sql_string(text: str) -> str:
     """text as a Spark SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _json_record(fields: Sequence[tuple[str, str]]) -> str:
+def _to_json_sql(fields: Sequence[tuple[str, str]]) -> str:
     """SQL for a JSON object of (key, column) pairs (one py4j call, where F.struct costs ~3 per column)."""
-    return f"to_json(named_struct({', '.join(f'{sql_string(key)}, {_sql_name(col)}' for key, col in fields)}))"
+    return f"to_json(named_struct({', '.join(f'{_sql_string(key)}, {_sql_name(col)}' for key, col in fields)}))"
 
 
 def _parsed(column: str, kind: str) -> str:
@@ -119,7 +119,7 @@ def _parsed(column: str, kind: str) -> str:
     if kind not in _SQL_TYPES:
         return f"CASE WHEN {text} != '' THEN {_sql_name(column)} END"
     parsed = f"try_cast({text} AS {_SQL_TYPES[kind]})"
-    return f"CASE WHEN {text} RLIKE {sql_string(_PATTERNS[kind])} THEN {parsed} END" if kind in _PATTERNS else parsed
+    return f"CASE WHEN {text} RLIKE {_sql_string(_PATTERNS[kind])} THEN {parsed} END" if kind in _PATTERNS else parsed
 
 
 def _text(column: str) -> str:
@@ -149,7 +149,7 @@ def parse_columns(text_df: DataFrame, raw_file: RawFile) -> DataFrame:
                                *[f"{_sql_name(name)} AS {_sql_name(_text(name))}" for name in names],
                                _sql_name(CORRUPT_COL))
     corrupt = _sql_name(CORRUPT_COL)
-    record = f"coalesce({corrupt}, {_json_record([(name, _text(name)) for name in names])})"
+    record = f"coalesce({corrupt}, {_to_json_sql([(name, _text(name)) for name in names])})"
     checks: list[tuple[str, str, str]] = [(f"{corrupt} IS NOT NULL", f"malformed line (expected {len(names)} fields)",
                                            "*")]
     for name in names:
@@ -162,8 +162,8 @@ def parse_columns(text_df: DataFrame, raw_file: RawFile) -> DataFrame:
             label = "negative value" if (low, high) == (0, 2**31 - 1) else f"out of range [{low}, {high}]"
             checks.append((f"{value} < {low} OR {value} > {high}", label, name))
     # CASE takes the first branch whose condition is true (null counts as false).
-    first = "CASE " + " ".join(f"WHEN {condition} THEN named_struct('reason', {sql_string(reason)}, "
-                               f"'column', {sql_string(column)})" for condition, reason, column in checks) + " END"
+    first = "CASE " + " ".join(f"WHEN {condition} THEN named_struct('reason', {_sql_string(reason)}, "
+                               f"'column', {_sql_string(column)})" for condition, reason, column in checks) + " END"
     return (typed.selectExpr("*", f"{first} AS _first")
             .selectExpr(*[_sql_name(name) for name in names],
                         "CASE WHEN _first IS NOT NULL THEN named_struct('reason', _first.reason, 'column', "
@@ -181,11 +181,11 @@ def quarantine_first(df: DataFrame, checks: Sequence[tuple[Column, str, str]], r
     return df.withColumn("_first", first).withColumn(PROBLEM, F.coalesce(F.col(PROBLEM), new)).drop("_first")
 
 
-# Types json_record renders with SQL string functions; other types go through to_json.
+# Types json_record renders with SQL string functions; other types go through to_json (which leaves nulls out).
 _PLAIN_JSON_TYPES = (T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.BooleanType, T.DateType, T.StringType)
 # regexp_replace arguments (Java regex, replacement): backslash-escape " and \, and show control characters as \ufffd.
-_JSON_SPECIAL = sql_string(r'(["\\])') + ", " + sql_string(r'\\$1')
-_CONTROL_CHARACTER = sql_string(r'\p{Cntrl}') + ", " + sql_string(r'\\ufffd')
+_JSON_SPECIAL = _sql_string(r'(["\\])') + ", " + _sql_string(r'\\$1')
+_CONTROL_CHARACTER = _sql_string(r'\p{Cntrl}') + ", " + _sql_string(r'\\ufffd')
 
 
 def json_record(df: DataFrame, columns: Sequence[str]) -> Column:
@@ -198,7 +198,7 @@ def json_record(df: DataFrame, columns: Sequence[str]) -> Column:
     """
     types = {field.name: field.dataType for field in df.schema.fields}
     if not all(isinstance(types[name], _PLAIN_JSON_TYPES) for name in columns):
-        return F.expr(_json_record([(name, name) for name in columns]))
+        return F.expr(_to_json_sql([(name, name) for name in columns]))
     values = []
     for name in columns:
         value = _sql_name(name)
@@ -208,7 +208,7 @@ def json_record(df: DataFrame, columns: Sequence[str]) -> Column:
             value = f"coalesce(concat('\"', {value}, '\"'), 'null')"
         values.append(value)
     template = "{" + ",".join(json.dumps(name).replace("%", "%%") + ":%s" for name in columns) + "}"
-    return F.expr(f"format_string({sql_string(template)}, {', '.join(values)})")
+    return F.expr(f"format_string({_sql_string(template)}, {', '.join(values)})")
 
 
 def quarantine_where(df: DataFrame, condition: Column, reason: str, column: str,
