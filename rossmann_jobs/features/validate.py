@@ -126,10 +126,6 @@ def _text(column: str) -> str:
     return f"_text_{column}"
 
 
-def problem(reason: str, column: str, record: Column) -> Column:
-    return F.struct(F.lit(reason).alias("reason"), F.lit(column).alias("column"), record.alias("record"))
-
-
 def acceptable() -> Column:
     """True while a row has no problem."""
     return F.col(PROBLEM).isNull()
