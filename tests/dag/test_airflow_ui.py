@@ -126,6 +126,7 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -135,7 +136,15 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
                  "--window-size=1400,1000"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    wait = WebDriverWait(driver, 120)
+    # React re-renders the page while it loads: an element found a moment ago may be gone, so look again.
+    wait = WebDriverWait(driver, 120, ignored_exceptions=(StaleElementReferenceException,))
+
+    def click_trigger(d):
+        buttons = d.find_elements(By.XPATH, "//button[normalize-space()='Trigger']")
+        if buttons:
+            buttons[0].click()
+        return bool(buttons)
+
     try:
         driver.get(ui_stack.url + "/")
         username, password = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "input[name=username], "
@@ -146,12 +155,12 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
         wait.until(lambda d: "/auth/login" not in d.current_url)
 
         driver.get(f"{ui_stack.url}/dags/{DAG_ID}")
-        trigger = wait.until(lambda d: [b for b in d.find_elements(By.TAG_NAME, "button") if b.text == "Trigger"])
+        wait.until(lambda d: d.find_elements(By.XPATH, "//button[normalize-space()='Trigger']"))
         page = driver.find_element(By.TAG_NAME, "body").text
         assert DAG_ID in page and "forecasting" in page  # the DAG page with its owner
         assert "quality_gate" in page and "wait_for_raw_drop" in page
 
-        trigger[0].click()
+        wait.until(click_trigger)
         wait.until(lambda d: "Run Parameters" in d.find_element(By.TAG_NAME, "body").text)
         form = driver.find_element(By.TAG_NAME, "body").text
         for title in ("As-of date", "Sample rate", "Epochs", "Horovod processes", "Batch size per process",
