@@ -31,11 +31,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime, timezone
 from typing import Any, Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import accounting, encode, split
-from rossmann_jobs.features.pipeline import (VOCABULARY_ROW, classify_lookups, classify_sales, horizon_rows,
+from rossmann_jobs.features.pipeline import (VOCABULARY_ROW, classify_lookups, classify_sales, horizon_row,
                                              quarantined_rows, sales_features, sales_rows)
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRAIN, RawFile
 from rossmann_jobs.features.spec import METADATA_FILE, REJECTED_DIR, STORE_ID_COL
@@ -101,12 +101,12 @@ def read_text_csv(spark: SparkSession, uri: str, raw_file: RawFile) -> DataFrame
                           columnNameOfCorruptRecord=CORRUPT_COL, enforceSchema=True, encoding="UTF-8")
 
 
-def horizon_window(summary: dict[str, Any], as_of: date) -> split.Windows:
-    """The windows for as_of, from the vocabulary summary's horizon dates; no horizon is an error."""
-    if summary[accounting.HORIZON_START] is None:
+def horizon_window(horizon: tuple[date, date] | None, as_of: date) -> split.Windows:
+    """The windows for as_of, from the horizon's first and last date; no horizon is an error."""
+    if horizon is None:
         raise RawInputError(f"test.csv: no row is dated after --as-of {as_of}: there is nothing to forecast. Use "
                             "an earlier as-of date or a newer drop.")
-    return split.plan_windows(as_of, summary[accounting.HORIZON_START], summary[accounting.HORIZON_END])
+    return split.plan_windows(as_of, *horizon)
 
 
 def materialized(frame: DataFrame) -> DataFrame:
@@ -211,10 +211,12 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
     features = None
     try:
         rows = sales_rows(parsed[TRAIN.name], parsed[TEST.name])
-        with timed("features of every sales row (validate, join, elapsed), materialized; the horizon", timings):
-            features, horizon = concurrently(lambda: materialized(sales_features(rows, lookups, as_of)),
-                                             lambda: accounting.horizon_summary(horizon_rows(rows, as_of)).first())
-        windows = horizon_window(horizon.asDict(), as_of)
+        with timed("features of every sales row (validate, join, elapsed) and the horizon, materialized", timings):
+            # The horizon's dates are aggregated while the rows are materialized: no query of their own.
+            horizon = Observation("horizon")
+            features = materialized(sales_features(rows, lookups, as_of).observe(
+                horizon, *accounting.horizon_metrics(horizon_row())))
+        windows = horizon_window(accounting.horizon_dates(horizon.get), as_of)
         log.info("windows: %s", windows.as_json())
         classified = classify_sales(features, windows, sample_rate, seed)
         with timed("count rows per outcome, collect vocabularies", timings):

@@ -1,10 +1,11 @@
 """Row accounting: per-file outcome counts, quarantine reasons and examples, vocabulary value sets, max Sales."""
 from __future__ import annotations
 
+from datetime import date
 from functools import reduce
 from typing import Any, Iterable, Mapping
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from rossmann_jobs.features import split
@@ -18,9 +19,20 @@ TRAINING_OUTCOMES = (split.TRAIN, split.VALIDATION, split.SAMPLED_OUT)   # rows 
 HORIZON_START, HORIZON_END = "_horizon_start", "_horizon_end"
 
 
-def horizon_summary(horizon_rows: DataFrame) -> DataFrame:
-    """One row: the first and last date of the horizon rows (null, null when there are none)."""
-    return horizon_rows.agg(F.min("Date").alias(HORIZON_START), F.max("Date").alias(HORIZON_END))
+def horizon_metrics(is_horizon_row: Column) -> list[Column]:
+    """The first and last Date of the rows where is_horizon_row holds, as aggregates: DataFrame.observe computes
+    them while another action reads the rows. ISO text, as observed metrics reach Python without type conversion
+    (read them with horizon_dates)."""
+    horizon_date = F.when(is_horizon_row, F.col("Date"))
+    return [F.min(horizon_date).cast("string").alias(HORIZON_START),
+            F.max(horizon_date).cast("string").alias(HORIZON_END)]
+
+
+def horizon_dates(observed: Mapping[str, Any]) -> tuple[date, date] | None:
+    """(first, last) horizon date from the observed horizon_metrics; None when there was no horizon row."""
+    if observed[HORIZON_START] is None:
+        return None
+    return date.fromisoformat(observed[HORIZON_START]), date.fromisoformat(observed[HORIZON_END])
 
 
 def outcome_summary(classified: DataFrame, vocabulary_flag: str) -> DataFrame:

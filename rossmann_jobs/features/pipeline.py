@@ -75,9 +75,10 @@ def sales_rows(train: DataFrame, test: DataFrame) -> DataFrame:
             .unionByName(test.withColumn(SOURCE, F.lit("test")).select(*SALES_COLS, SOURCE, PROBLEM)))
 
 
-def horizon_rows(rows: DataFrame, as_of: date) -> DataFrame:
-    """The horizon: the parseable test rows dated after as_of (Date only). test.csv is small, so this is cheap."""
-    return rows.filter((F.col(SOURCE) == "test") & acceptable() & in_scope(as_of)).select("Date")
+def horizon_row() -> Column:
+    """True for the horizon rows among the feature rows: the parseable test rows dated after as_of (VOCABULARY_ROW
+    holds for exactly those test rows)."""
+    return (F.col(SOURCE) == "test") & F.col(VOCABULARY_ROW)
 
 
 def vocabulary_row(as_of: date) -> Column:
@@ -93,7 +94,7 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date) -> DataFrame:
     and one sort by (Store, Date) serve all but the descending Before window. The Before/After days use every
     in-scope row that parses and is unique, including rows quarantined afterwards for a lookup miss or an unseen
     store (the event happened all the same; and an unseen store's rows are all quarantined). The broadcast joins
-    of the lookups follow. Needs as_of only, not the horizon: it can run while the horizon is being found.
+    of the lookups follow. Needs as_of only, not the horizon (see horizon_row: it is found from these rows).
     """
     rows = rows.withColumn(VOCABULARY_ROW, vocabulary_row(as_of)).repartition("Store")
     rows = _quarantine_duplicate_days(rows).withColumn(IN_SCOPE, in_scope(as_of))
