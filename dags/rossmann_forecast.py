@@ -17,7 +17,8 @@
   own run must be strictly better. The champion is an immutable copy of the committed model attempt. Predict always
   uses the champion, so a worse model never reaches the forecast.
 * **Output**: `publish_forecast` writes `s3://<bucket>/forecast/latest.json` (pointing at `submission.csv` and the
-  report) and updates the `rossmann_forecast` asset for data-aware downstream DAGs.
+  report) unless it holds a newer as-of date's forecast (a backfill never hides it), and updates the
+  `rossmann_forecast` asset for data-aware downstream DAGs (extra `latest`: whether the pointer holds this run's).
 
 Connections: `spark_default` (master; extra `spark_conf` for cluster-wide Spark settings) and `aws_default`
 (credentials, extra `endpoint_url` for MinIO/moto). Bucket: environment variable `ROSSMANN_BUCKET` (default
@@ -130,15 +131,18 @@ def rossmann_forecast():
         return apply_quality_gate(S3Hook(aws_conn_id="aws_default"), plan, metrics,
                                   float(params["promotion_tolerance"]), dag_run.run_id)
 
-    @task(outlets=[FORECAST_ASSET])
+    # One publication at a time across runs: the pointer's read-compare-write must not interleave.
+    @task(outlets=[FORECAST_ASSET], max_active_tis_per_dag=1)
     def publish_forecast(plan: dict[str, str], gate: dict, dag_run=None, outlet_events=None) -> dict:
-        """Check the committed forecast, point `forecast/latest.json` at it and emit the asset event."""
+        """Check the committed forecast, point `forecast/latest.json` at it (unless a newer as-of date's forecast
+        is there: a backfill) and emit the asset event (extra "latest": whether the pointer holds this one)."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
         from rossmann import steps
 
-        forecast = steps.publish_forecast(S3Hook(aws_conn_id="aws_default"), plan, gate, dag_run.run_id)
-        outlet_events[FORECAST_ASSET].extra = {key: forecast[key] for key in
-                                               ("as_of", "run_id", "submission_uri", "report_uri")}
+        forecast, latest = steps.publish_forecast(S3Hook(aws_conn_id="aws_default"), plan, gate, dag_run.run_id)
+        outlet_events[FORECAST_ASSET].extra = {**{key: forecast[key] for key in
+                                                  ("as_of", "run_id", "submission_uri", "report_uri")},
+                                               "latest": latest}
         return forecast
 
     plan = plan_run()

@@ -8,6 +8,7 @@ from typing import Any
 from rossmann.gate import decide_promotion
 from rossmann.outputs import (committed_attempt_uri, copy_files, exists, read_champion, read_json, read_manifest,
                               train_summary, write_json)
+from rossmann.publication import replaces_latest
 from rossmann.uris import pinned_model_uri
 
 log = logging.getLogger("rossmann.quality_gate")
@@ -54,8 +55,9 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
             "champion_run_id": champion["run_id"]}
 
 
-def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """Check the committed forecast and point `forecast/latest.json` at it; returns the pointer's content."""
+def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: str) -> tuple[dict[str, Any], bool]:
+    """Check the committed forecast and point `forecast/latest.json` at it unless that holds a newer as-of date's
+    forecast; returns the forecast record (the pointer's content) and whether the pointer now holds it."""
     attempt = committed_attempt_uri(hook, plan["predictions"])
     summary = read_json(hook, f"{plan['predictions']}/_SUCCESS").get("summary", {})
     forecast = {
@@ -73,5 +75,11 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     if missing:
         raise FileNotFoundError(f"The committed predict output lacks {missing}: the predict job's output "
                                 "contract is in docs/ARCHITECTURE.md")
+    current = read_json(hook, plan["forecast_pointer"]) if exists(hook, plan["forecast_pointer"]) else None
+    if not replaces_latest(plan["as_of"], current):
+        log.warning("forecast for as-of %s committed at %s; %s keeps the newer as-of %s forecast (run %s)",
+                    plan["as_of"], forecast["submission_uri"], plan["forecast_pointer"], current["as_of"],
+                    current["run_id"])
+        return forecast, False
     write_json(hook, plan["forecast_pointer"], forecast)
-    return forecast
+    return forecast, True

@@ -174,6 +174,17 @@ def test_gate_keeps_the_champion_when_the_new_model_is_not_good_enough(dag_test_
     assert metrics["best_val_exp_rmspe"] > gate["threshold"]
 
 
+def test_earlier_run_forecast_does_not_replace_the_latest_forecast(dag_test_stack, first_run, earlier_run):
+    """The backfill of an earlier date commits and reports its forecast, but latest.json keeps the newer one."""
+    latest, earlier = (run["summary"]["xcom"]["publish_forecast"] for run in (first_run, earlier_run))
+    assert earlier["as_of"] == EARLIER_DATE and dag_test_stack.read_bytes(earlier["submission_uri"])
+    assert dag_test_stack.read_json(earlier_run["summary"]["xcom"]["plan_run"]["forecast_pointer"]) == latest
+    assert latest["as_of"] == FIRST_DATE
+    assert [(event["extra"]["as_of"], event["extra"]["latest"]) for event in earlier_run["summary"]["asset_events"]
+            ] == [(EARLIER_DATE, False)]
+    assert first_run["summary"]["asset_events"][0]["extra"]["latest"] is True
+
+
 # --- Idempotency: clear the first run and re-run every task of it in place ----------------------------------------
 # A second `airflow dags test` of the same date would not do: Airflow 3.3.2's DAG.test() deletes the date's run and
 # creates a new one whose run id comes from the wall clock (manual__<now>), i.e. new run-scoped prefixes. So the

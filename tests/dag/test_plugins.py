@@ -8,6 +8,7 @@ from datetime import date
 import pytest
 from rossmann.gate import decide_promotion
 from rossmann.outputs import train_summary
+from rossmann.publication import replaces_latest
 from rossmann.sensors import poke_interval_for
 from rossmann.spark_submit import aws_environment
 from rossmann.uris import pinned_model_uri, plan_run_uris, run_key
@@ -34,6 +35,15 @@ def test_plan_is_run_scoped_and_dated():
         "champion_models": "s3://rossmann/models/champions/2015-07-31/scheduled__2015-07-31T00_00_00_00_00",
         "forecast_pointer": "s3://rossmann/forecast/latest.json",
     }
+
+
+def test_forecast_pointer_moves_only_to_the_same_or_a_later_as_of_date():
+    current = {"as_of": "2015-07-31", "run_id": "scheduled__2015-07-31"}
+    assert replaces_latest("2015-07-31", None)
+    assert replaces_latest("2015-08-01", current)
+    assert replaces_latest("2015-07-31", current)        # a re-run of the latest date
+    assert not replaces_latest("2015-07-30", current)    # a backfill of an earlier date
+    assert not replaces_latest("2014-12-31", current)
 
 
 def test_first_model_is_promoted():
