@@ -55,8 +55,9 @@ def copy_files(hook, source_uri: str, target_uri: str, relative_paths: list[str]
         hook.copy_object(f"{source_uri.rstrip('/')}/{path}", f"{target_uri.rstrip('/')}/{path}")
 
 
-def read_champion(hook, champion_uri: str) -> dict[str, Any] | None:
-    return read_json(hook, champion_uri) if exists(hook, champion_uri) else None
+def read_pointer(hook, uri: str) -> dict[str, Any] | None:
+    """A pointer file's JSON (the champion, the latest forecast); None before the first one is written."""
+    return read_json(hook, uri) if exists(hook, uri) else None
 
 
 def train_summary(metrics: dict[str, Any], metrics_uri: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rossmann.gate import decide_promotion
-from rossmann.outputs import (committed_attempt_uri, copy_files, exists, read_champion, read_json, read_manifest,
+from rossmann.outputs import (committed_attempt_uri, copy_files, exists, read_json, read_manifest, read_pointer,
                               train_summary, write_json)
 from rossmann.publication import replaces_latest
 from rossmann.uris import pinned_model_uri
@@ -36,7 +36,7 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
     if candidate != metrics["model_attempt_uri"]:
         raise RuntimeError(f"{plan['model']} now commits {candidate}, but read_train_metrics scored "
                            f"{metrics['model_attempt_uri']}: clear read_train_metrics and the tasks after it.")
-    champion = read_champion(hook, plan["champion"])
+    champion = read_pointer(hook, plan["champion"])
     decision = decide_promotion(metrics["best_val_exp_rmspe"], champion, tolerance, run_id=run_id,
                                 model_attempt_uri=candidate)
     if decision["promoted"]:
@@ -75,7 +75,7 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     if missing:
         raise FileNotFoundError(f"The committed predict output lacks {missing}: the predict job's output "
                                 "contract is in docs/ARCHITECTURE.md")
-    current = read_json(hook, plan["forecast_pointer"]) if exists(hook, plan["forecast_pointer"]) else None
+    current = read_pointer(hook, plan["forecast_pointer"])
     if not replaces_latest(plan["as_of"], current):
         log.warning("forecast for as-of %s committed at %s; %s keeps the newer as-of %s forecast (run %s)",
                     plan["as_of"], forecast["submission_uri"], plan["forecast_pointer"], current["as_of"],

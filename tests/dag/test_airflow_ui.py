@@ -124,9 +124,9 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         pytest.fail("Debian's chromium and chromium-driver are required: apt-get install chromium chromium-driver")
     from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
-    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -139,8 +139,10 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
     # React re-renders the page while it loads: an element found a moment ago may be gone, so look again.
     wait = WebDriverWait(driver, 120, ignored_exceptions=(StaleElementReferenceException,))
 
+    trigger_button = "//button[normalize-space()='Trigger']"
+
     def click_trigger(d):
-        buttons = d.find_elements(By.XPATH, "//button[normalize-space()='Trigger']")
+        buttons = d.find_elements(By.XPATH, trigger_button)
         if buttons:
             buttons[0].click()
         return bool(buttons)
@@ -155,7 +157,7 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
         wait.until(lambda d: "/auth/login" not in d.current_url)
 
         driver.get(f"{ui_stack.url}/dags/{DAG_ID}")
-        wait.until(lambda d: d.find_elements(By.XPATH, "//button[normalize-space()='Trigger']"))
+        wait.until(lambda d: d.find_elements(By.XPATH, trigger_button))
         page = driver.find_element(By.TAG_NAME, "body").text
         assert DAG_ID in page and "forecasting" in page  # the DAG page with its owner
         assert "quality_gate" in page and "wait_for_raw_drop" in page
