@@ -211,22 +211,25 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
     features = None
     try:
         rows = sales_rows(parsed[TRAIN.name], parsed[TEST.name])
-        with timed("features of every sales row (validate, join, elapsed) and the horizon, materialized", timings):
-            # The horizon's dates are aggregated while the rows are materialized: no query of their own.
-            horizon = Observation("horizon")
+        with timed("features of every sales row (validate, join, elapsed), horizon and vocabularies, materialized",
+                   timings):
+            # The horizon's dates and the vocabularies are aggregated while the rows are materialized: no query
+            # (and no scan of the materialized rows) of their own.
+            observed = Observation("feature pass")
             features = materialized(sales_features(rows, lookups, as_of).observe(
-                horizon, *accounting.horizon_metrics(horizon_row())))
-        windows = horizon_window(accounting.horizon_dates(horizon.get), as_of)
+                observed, *accounting.horizon_metrics(horizon_row()), *accounting.vocabulary_metrics(VOCABULARY_ROW)))
+        pass_metrics = observed.get
+        windows = horizon_window(accounting.horizon_dates(pass_metrics), as_of)
         log.info("windows: %s", windows.as_json())
         classified = classify_sales(features, windows, sample_rate, seed)
-        with timed("count rows per outcome, collect vocabularies", timings):
+        with timed("count rows per outcome", timings):
             # The quarantine query is planned on the driver while the executors count.
             sales_groups, lookup_groups, quarantine = concurrently(
-                lambda: [row.asDict() for row in accounting.outcome_summary(classified, VOCABULARY_ROW).collect()],
+                lambda: [row.asDict() for row in accounting.outcome_summary(classified).collect()],
                 lambda: [row.asDict() for row in accounting.lookup_summary(
                     {**lookups.by_file, "state_names.csv": state_names}).collect()],
                 lambda: quarantined_rows(features, lookups, state_names))
-        vocabularies = encode.sorted_vocabularies(accounting.vocabulary_values(sales_groups))
+        vocabularies = encode.sorted_vocabularies(accounting.vocabulary_values(pass_metrics))
         log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
         outcomes, problems = accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
         log.info("row outcomes per file: %s", outcomes)

@@ -1,6 +1,7 @@
 """Row accounting: per-file outcome counts, quarantine reasons and examples, vocabulary value sets, max Sales."""
 from __future__ import annotations
 
+import json
 from datetime import date
 from functools import reduce
 from typing import Any, Iterable, Mapping
@@ -35,21 +36,23 @@ def horizon_dates(observed: Mapping[str, Any]) -> tuple[date, date] | None:
     return date.fromisoformat(observed[HORIZON_START]), date.fromisoformat(observed[HORIZON_END])
 
 
-def outcome_summary(classified: DataFrame, vocabulary_flag: str) -> DataFrame:
-    """Per (file, outcome, reason, column) of the classified sales rows: the row count, the max Sales and, over
-    the rows where vocabulary_flag is true, the distinct values of every categorical column (one pass for all)."""
+def vocabulary_metrics(vocabulary_flag: str) -> list[Column]:
+    """The distinct values of every categorical column over the rows where vocabulary_flag is true, as aggregates
+    for DataFrame.observe (so the feature materialization collects them); JSON text (read with vocabulary_values),
+    as observed metrics reach Python without type conversion."""
+    return [F.to_json(F.collect_set(F.when(F.col(vocabulary_flag), F.col(col)))).alias(col)
+            for col in CATEGORICAL_COLS]
+
+
+def vocabulary_values(observed: Mapping[str, Any]) -> dict[str, list]:
+    """Each categorical column's distinct values from the observed vocabulary_metrics."""
+    return {col: json.loads(observed[col]) for col in CATEGORICAL_COLS}
+
+
+def outcome_summary(classified: DataFrame) -> DataFrame:
+    """Per (file, outcome, reason, column) of the classified sales rows: the row count and the max Sales."""
     return (classified.groupBy(split.SOURCE, split.OUTCOME, *problem_columns())
-            .agg(F.count(F.lit(1)).alias("rows"), F.max(LABEL_COL).alias("max_sales"),
-                 *[F.collect_set(F.when(F.col(vocabulary_flag), F.col(col))).alias(col) for col in CATEGORICAL_COLS]))
-
-
-def vocabulary_values(sales_groups: Iterable[Mapping[str, Any]]) -> dict[str, list]:
-    """The union over the groups of outcome_summary of each categorical column's distinct values."""
-    values: dict[str, set] = {col: set() for col in CATEGORICAL_COLS}
-    for group in sales_groups:
-        for col in CATEGORICAL_COLS:
-            values[col].update(group[col])
-    return {col: list(found) for col, found in values.items()}
+            .agg(F.count(F.lit(1)).alias("rows"), F.max(LABEL_COL).alias("max_sales")))
 
 
 def lookup_summary(frames: Mapping[str, DataFrame]) -> DataFrame:

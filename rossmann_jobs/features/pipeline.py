@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs.features import joins
 from rossmann_jobs.features.calendar import add_competition_and_promo2, expand_date
-from rossmann_jobs.features.elapsed import elapsed_columns, flag_events
+from rossmann_jobs.features.elapsed import add_elapsed, flag_events
 from rossmann_jobs.features.raw_schemas import TEST, RawFile
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, LABEL_COL
 from rossmann_jobs.features.split import IN_SCOPE, OUTCOME, SOURCE, Windows, assign_outcome, in_scope
@@ -91,16 +91,14 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date) -> DataFrame:
     """Every sales row with its features (not encoded), IN_SCOPE, VOCABULARY_ROW and PROBLEM: FEATURE_ROW_COLS.
 
     The windows (duplicates, store seen in train, elapsed days) run first, on narrow rows: one shuffle by Store
-    and one sort by (Store, Date) serve all but the descending Before window. The Before/After days use every
+    and one sort by (Store, Date) serve them all. The Before/After days use every
     in-scope row that parses and is unique, including rows quarantined afterwards for a lookup miss or an unseen
     store (the event happened all the same; and an unseen store's rows are all quarantined). The broadcast joins
     of the lookups follow. Needs as_of only, not the horizon (see horizon_row: it is found from these rows).
     """
     rows = rows.withColumn(VOCABULARY_ROW, vocabulary_row(as_of)).repartition("Store")
     rows = _quarantine_duplicate_days(rows).withColumn(IN_SCOPE, in_scope(as_of))
-    # One projection, so that the store-wide window shares the Window operator of the ascending elapsed days.
-    rows = rows.withColumns({**elapsed_columns(eligible=F.col(IN_SCOPE) & acceptable()),
-                             SEEN_IN_TRAIN: _seen_in_train()})
+    rows = add_elapsed(rows, eligible=F.col(IN_SCOPE) & acceptable(), same_pass={SEEN_IN_TRAIN: _seen_in_train()})
     # Checked with the lookup misses (it comes first), so that one quarantine step renders the rejected record.
     unseen_store = ((F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),
                     "Store has no train.csv rows on or before as-of", "Store")
