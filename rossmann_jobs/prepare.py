@@ -239,6 +239,9 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         if empty:
             raise RawInputError(f"no rows for the {', '.join(empty)} split(s) with --as-of {as_of} "
                                 f"(windows {windows.as_json()}, outcomes {outcomes}).")
+        if not any(problems.values()):
+            # The ledger counted no quarantined row: rejected/ is written empty (same schema) without a scan.
+            quarantine = quarantine.limit(0)
         attempt = storage.new_attempt_uri(out)
         with timed("write splits and rejected rows", timings):
             shards = write_outputs(encode.encode_features(classified, vocabularies), quarantine, attempt, num_shards,
