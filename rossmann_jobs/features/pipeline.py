@@ -22,7 +22,8 @@ SALES_COLS = ["Id", "Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", 
 VOCABULARY_ROW = "_vocabulary_row"
 FEATURE_ROW_COLS = [SOURCE, IN_SCOPE, VOCABULARY_ROW, "Id", "Store", "Date", "Open", LABEL_COL,
                     *[c for c in CATEGORICAL_COLS + CONTINUOUS_COLS if c != "Store"], PROBLEM]
-CLASSIFIED_COLS = [OUTCOME, *[c for c in FEATURE_ROW_COLS if c != IN_SCOPE]]
+# IN_SCOPE is folded into OUTCOME; VOCABULARY_ROW is read only by the feature pass's observed metrics.
+CLASSIFIED_COLS = [OUTCOME, *[c for c in FEATURE_ROW_COLS if c not in (IN_SCOPE, VOCABULARY_ROW)]]
 
 
 @dataclass(frozen=True)
