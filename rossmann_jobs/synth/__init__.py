@@ -12,6 +12,9 @@ Expected (noise-free) sales of store s on day d, 0 when the store is closed:
 The truth file (beside the raw folder, <out>.truth.json) holds the exact exp-RMSPE of the oracle prediction mu
 against the written Sales. Details and the constants: README.md in this package and rossmann_jobs/synth/sales.py.
 """
+from rossmann_jobs.synth.calendar import HORIZON_DAYS
 from rossmann_jobs.synth.dataset import RAW_FILES, SynthConfig, SynthDataset, build_dataset
+from rossmann_jobs.synth.drops import DailyDrops, check_drop_date, forecast_horizon
 
-__all__ = ["RAW_FILES", "SynthConfig", "SynthDataset", "build_dataset"]
+__all__ = ["HORIZON_DAYS", "RAW_FILES", "DailyDrops", "SynthConfig", "SynthDataset", "build_dataset",
+           "check_drop_date", "forecast_horizon"]

@@ -9,7 +9,8 @@ import numpy as np
 TRAIN_START = dt.date(2013, 1, 1)
 TRAIN_END = dt.date(2015, 7, 31)
 TEST_START = dt.date(2015, 8, 1)
-TEST_END = dt.date(2015, 9, 17)
+HORIZON_DAYS = 48                 # the Kaggle test period's length: the forecast horizon after the last known day
+TEST_END = TEST_START + dt.timedelta(days=HORIZON_DAYS - 1)   # 2015-09-17
 GAP_START = dt.date(2014, 7, 1)   # 180 real stores have no train rows from here ...
 GAP_END = dt.date(2014, 12, 31)   # ... to here
 

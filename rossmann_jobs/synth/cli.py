@@ -11,6 +11,7 @@ from rossmann_jobs import storage
 from rossmann_jobs.spark_session import configure_logging, timed
 from rossmann_jobs.synth.dataset import (DEFAULT_SEED, DEFAULT_SIGMA, DEFAULT_STORES, RAW_FILES, SynthConfig,
                                          SynthDataset, build_dataset)
+from rossmann_jobs.synth.drops import DailyDrops, check_drop_date
 
 log = logging.getLogger("rossmann.synth")
 
@@ -46,8 +47,12 @@ def write_truth(dataset: SynthDataset, truth_uri: str) -> None:
 
 
 def write_files(dataset: SynthDataset, folder_uri: str) -> None:
+    write_named_files(dataset.files, folder_uri)
+
+
+def write_named_files(files: dict[str, bytes], folder_uri: str) -> None:
     for name in RAW_FILES:
-        storage.write_bytes(storage.join(folder_uri, name), dataset.files[name])
+        storage.write_bytes(storage.join(folder_uri, name), files[name])
 
 
 def generate(out_uri: str, config: SynthConfig, truth_uri: str | None = None) -> SynthDataset:
@@ -68,26 +73,35 @@ def drop_dates(from_date: dt.date, to_date: dt.date) -> list[dt.date]:
 
 
 def land(out_uri: str, from_date: dt.date, to_date: dt.date, config: SynthConfig,
-         truth_uri: str | None = None) -> list[str]:
-    """Write one complete drop per date, <out>/<YYYY-MM-DD>/<7 files> then <out>/<YYYY-MM-DD>/_SUCCESS.
+         truth_uri: str | None = None, *, full_snapshot: bool = False) -> list[str]:
+    """Write one drop per date, <out>/<YYYY-MM-DD>/<7 files> then <out>/<YYYY-MM-DD>/_SUCCESS.
 
+    By default the drop for D holds what is known on D (drops.DailyDrops); D must lie in the generator's train
+    period. full_snapshot=True puts the whole generated snapshot in every drop, for any date.
     Idempotent: a drop whose marker exists is left untouched (readers may already use it); a drop without its marker
     (an interrupted run) is rewritten. Returns the drop URIs landed by this call.
     """
     truth_uri = truth_uri or default_truth_uri(out_uri)
     _check_truth_outside(out_uri, truth_uri)
+    dates = drop_dates(from_date, to_date)
+    if not full_snapshot:
+        for day in (from_date, to_date):   # refuse before anything is written
+            check_drop_date(day)
     dataset: SynthDataset | None = None
+    drops: DailyDrops | None = None
     landed = []
-    for day in drop_dates(from_date, to_date):
+    for day in dates:
         drop = storage.join(out_uri, day.isoformat())
         if storage.exists(storage.join(drop, DROP_MARKER)):
             log.info("drop %s already landed (%s present): skipped", drop, DROP_MARKER)
             continue
-        if dataset is None:
-            dataset = generate(out_uri=drop, config=config, truth_uri=truth_uri)
-        else:
-            with timed(f"synth: copy drop to {drop}"):
-                write_files(dataset, drop)
+        if dataset is None:   # generated at most once per call, and not at all when every drop is there
+            with timed("synth: build data set"):
+                dataset = build_dataset(config)
+            write_truth(dataset, truth_uri)
+            drops = DailyDrops(dataset)
+        with timed(f"synth: write drop {drop}"):
+            write_named_files(dataset.files if full_snapshot else drops.files_on(day), drop)
         storage.write_bytes(storage.join(drop, DROP_MARKER), b"")
         log.info("drop %s landed", drop)
         landed.append(drop)
@@ -118,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
     common(land_parser)
     land_parser.add_argument("--from-date", type=_date, required=True)
     land_parser.add_argument("--to-date", type=_date, required=True)
+    land_parser.add_argument("--full-snapshot", action="store_true",
+                             help="put the whole generated snapshot (future sales included) in every drop, for any "
+                                  "date; default: each drop holds only what is known on its date")
     return parser
 
 
@@ -130,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "generate":
             generate(args.out, config, args.truth_out)
         else:
-            land(args.out, args.from_date, args.to_date, config, args.truth_out)
+            land(args.out, args.from_date, args.to_date, config, args.truth_out, full_snapshot=args.full_snapshot)
     except ValueError as error:
         parser.error(str(error))
     return 0

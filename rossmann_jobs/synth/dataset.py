@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from rossmann_jobs.synth import files
 from rossmann_jobs.synth.calendar import (TEST_END, TEST_START, TRAIN_END, TRAIN_START, build_calendar, promo_days,
                                           school_holidays, state_holidays)
+from rossmann_jobs.synth.grids import DataGrids
 from rossmann_jobs.synth.layout import choose_layout
 from rossmann_jobs.synth.opening import open_days, open_without_sales
 from rossmann_jobs.synth.sales import expected_sales, observe, sales_factors
@@ -48,6 +49,7 @@ class SynthDataset:
     files: dict[str, bytes]      # file name -> CSV bytes, in RAW_FILES order
     truth: dict                  # JSON-ready summary (see build_truth)
     expected_parquet: bytes      # per-row truth for train and test rows
+    grids: DataGrids = field(repr=False, compare=False)   # numpy arrays: not meaningful in == or repr
 
 
 def _rng(seed: int, stream: str) -> np.random.Generator:
@@ -90,10 +92,12 @@ def build_dataset(config: SynthConfig) -> SynthDataset:
     test_day, test_store = _rows(test_mask, calendar.num_train_days)
     blank_open = layout.blank_open(calendar)[test_day - calendar.num_train_days, test_store]
 
+    grids = DataGrids(calendar=calendar, trends=trends, weather=weather, train_day=train_day, train_store=train_store,
+                      test_day=test_day, test_store=test_store, test_blank_open=blank_open, sales=sales,
+                      customers=customers, is_open=is_open, promo=promo, holiday=holiday, school=school)
     rendered = {
-        "train.csv": files.train_csv(calendar, train_day, train_store, sales, customers, is_open, promo, holiday,
-                                     school),
-        "test.csv": files.test_csv(calendar, test_day, test_store, is_open, blank_open, promo, holiday, school),
+        "train.csv": files.train_csv(grids, train_day, train_store),
+        "test.csv": files.test_csv(grids, test_day, test_store, blank_open),
         "store.csv": files.store_csv(stores),
         "store_states.csv": files.store_states_csv(stores),
         "state_names.csv": files.state_names_csv(),
@@ -115,7 +119,7 @@ def build_dataset(config: SynthConfig) -> SynthDataset:
     }
     truth = build_truth(config, calendar, row_counts, per_row, len(train_day))
     log.info("generated %d stores: %s", stores.count, ", ".join(f"{k} {v:,} rows" for k, v in row_counts.items()))
-    return SynthDataset(files=rendered, truth=truth, expected_parquet=expected_values_parquet(per_row))
+    return SynthDataset(files=rendered, truth=truth, expected_parquet=expected_values_parquet(per_row), grids=grids)
 
 
 def build_truth(config: SynthConfig, calendar, row_counts: dict, per_row: dict, num_train_rows: int) -> dict:

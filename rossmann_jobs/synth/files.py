@@ -7,6 +7,7 @@ import numpy as np
 
 from rossmann_jobs.synth.calendar import STATE_HOLIDAY_LETTERS, Calendar
 from rossmann_jobs.synth.csvtext import int_field, minimal, optional_number_field, quoted, render, text_field
+from rossmann_jobs.synth.grids import DataGrids
 from rossmann_jobs.synth.states import STATE_NAMES, trend_file_names
 from rossmann_jobs.synth.stores import PROMO_INTERVALS, Stores
 from rossmann_jobs.synth.trend import Trends
@@ -33,25 +34,26 @@ def _state_holiday_field(calendar: Calendar, day: np.ndarray, code: np.ndarray, 
     return letters
 
 
-def train_csv(calendar: Calendar, day: np.ndarray, store: np.ndarray, sales: np.ndarray, customers: np.ndarray,
-              is_open: np.ndarray, promo: np.ndarray, holiday: np.ndarray, school: np.ndarray) -> bytes:
-    """Rows (day[i], store[i]) in the given order; the [day, store] grids hold the values."""
+def train_csv(grids: DataGrids, day: np.ndarray, store: np.ndarray) -> bytes:
+    """Rows (day[i], store[i]) in the given order; the grids hold the values."""
+    calendar = grids.calendar
     return render(TRAIN_COLUMNS, [
         int_field(store + 1),
         int_field(calendar.day_of_week[day]),
         calendar.date_text[day],
-        int_field(sales[day, store]),
-        int_field(customers[day, store]),
-        int_field(is_open[day, store]),
-        int_field(promo[day]),
-        _state_holiday_field(calendar, day, holiday[day, store], quote_zero=True),
-        int_field(school[day, store]),
+        int_field(grids.sales[day, store]),
+        int_field(grids.customers[day, store]),
+        int_field(grids.is_open[day, store]),
+        int_field(grids.promo[day]),
+        _state_holiday_field(calendar, day, grids.holiday[day, store], quote_zero=True),
+        int_field(grids.school[day, store]),
     ])
 
 
-def test_csv(calendar: Calendar, day: np.ndarray, store: np.ndarray, is_open: np.ndarray, blank_open: np.ndarray,
-             promo: np.ndarray, holiday: np.ndarray, school: np.ndarray) -> bytes:
-    open_text = int_field(is_open[day, store])
+def test_csv(grids: DataGrids, day: np.ndarray, store: np.ndarray, blank_open: np.ndarray) -> bytes:
+    """Rows (day[i], store[i]) in the given order with Id 1..N; Open is left blank where blank_open[i]."""
+    calendar = grids.calendar
+    open_text = int_field(grids.is_open[day, store])
     open_text[blank_open] = ""
     return render(TEST_COLUMNS, [
         int_field(np.arange(1, len(day) + 1)),
@@ -59,9 +61,9 @@ def test_csv(calendar: Calendar, day: np.ndarray, store: np.ndarray, is_open: np
         int_field(calendar.day_of_week[day]),
         calendar.date_text[day],
         open_text,
-        int_field(promo[day]),
-        _state_holiday_field(calendar, day, holiday[day, store], quote_zero=False),
-        int_field(school[day, store]),
+        int_field(grids.promo[day]),
+        _state_holiday_field(calendar, day, grids.holiday[day, store], quote_zero=False),
+        int_field(grids.school[day, store]),
     ])
 
 
@@ -94,23 +96,27 @@ def state_names_csv() -> bytes:
     return render(STATE_NAMES_COLUMNS, [text_field(names), text_field(codes)])
 
 
-def googletrend_csv(trends: Trends) -> bytes:
-    """Grouped by file, weeks ascending; the week is written quoted, "YYYY-MM-DD - YYYY-MM-DD"."""
+def googletrend_csv(trends: Trends, num_weeks: int | None = None) -> bytes:
+    """Grouped by file, weeks ascending (the first num_weeks, default all); the week is written quoted,
+    "YYYY-MM-DD - YYYY-MM-DD"."""
     files = trend_file_names()
-    weeks = np.array([quoted(Trends.week_text(sunday)) for sunday in trends.week_start], dtype=object)
+    week_start = trends.week_start[:num_weeks]
+    weeks = np.array([quoted(Trends.week_text(sunday)) for sunday in week_start], dtype=object)
     return render(GOOGLETREND_COLUMNS, [
         np.repeat(np.array(files, dtype=object), len(weeks)),
         np.tile(weeks, len(files)),
-        int_field(trends.values.T.reshape(-1)),
+        int_field(trends.values[: len(weeks)].T.reshape(-1)),
     ])
 
 
-def weather_csv(calendar: Calendar, weather: Weather) -> bytes:
-    """One row per state per day, grouped by state (file = StateName), dates ascending."""
+def weather_csv(calendar: Calendar, weather: Weather, num_days: int | None = None) -> bytes:
+    """One row per state per day of the first num_days days (default all), grouped by state (file = StateName),
+    dates ascending."""
     num_states = weather.events.shape[1]
+    num_days = calendar.num_days if num_days is None else num_days
 
     def by_state(grid: np.ndarray) -> np.ndarray:
-        return grid.T.reshape(-1)
+        return grid[:num_days].T.reshape(-1)
 
     labels = np.array([minimal(event_label(mask)) for mask in range(32)], dtype=object)
     columns = {
@@ -120,7 +126,7 @@ def weather_csv(calendar: Calendar, weather: Weather) -> bytes:
     columns["Events"] = labels[by_state(weather.events)]
     names = np.array([minimal(name) for name, _code in STATE_NAMES], dtype=object)
     return render(WEATHER_FILE_COLUMNS, [
-        np.repeat(names[:num_states], calendar.num_days),
-        np.tile(calendar.date_text, num_states),
+        np.repeat(names[:num_states], num_days),
+        np.tile(calendar.date_text[:num_days], num_states),
         *(columns[name] for name in WEATHER_COLUMNS),
     ])

@@ -311,7 +311,7 @@ def test_features_carry_signal_a_linear_model_can_learn(frames, generated):
     assert linear > floor
 
 
-# --- determinism, scale, CLI, landing, Spark -------------------------------------------------------------------------
+# --- determinism, scale, CLI, Spark (land: test_synth_drops.py) -----------------------------------------------
 
 def test_same_seed_same_bytes_other_seed_other_data():
     first, again = build_dataset(SynthConfig(stores=7, seed=3)), build_dataset(SynthConfig(stores=7, seed=3))
@@ -365,43 +365,6 @@ def test_generate_to_s3(s3_bucket):
     assert storage.exists(f"{s3_bucket}/{truth['expected_values']}")
     train = pd.read_csv(io.BytesIO(storage.read_bytes(f"{out}/train.csv")))
     assert len(train) == truth["row_counts"]["train.csv"] and train.Store.nunique() == 4
-
-
-def test_land_writes_complete_drops_marker_last_and_is_idempotent(s3_bucket, monkeypatch):
-    writes: list[str] = []
-    real_write = storage.write_bytes
-
-    def recording_write(uri: str, data: bytes) -> None:
-        writes.append(uri)
-        real_write(uri, data)
-
-    monkeypatch.setattr(storage, "write_bytes", recording_write)
-    out = f"{s3_bucket}/landing"
-    config = SynthConfig(stores=5, seed=9)
-    landed = cli.land(out, dt.date(2015, 8, 1), dt.date(2015, 8, 2), config)
-    assert landed == [f"{out}/2015-08-01", f"{out}/2015-08-02"]
-    for drop in landed:
-        drop_writes = [w for w in writes if w.startswith(drop + "/")]
-        assert sorted(w.rsplit("/", 1)[1] for w in drop_writes) == sorted([*EXPECTED_COLUMNS, "_SUCCESS"])
-        assert drop_writes[-1] == f"{drop}/_SUCCESS"
-        assert storage.read_bytes(f"{drop}/_SUCCESS") == b""
-    assert storage.read_bytes(f"{out}/2015-08-01/train.csv") == storage.read_bytes(f"{out}/2015-08-02/train.csv")
-    assert storage.exists(f"{out}.truth.json")
-
-    writes.clear()
-    assert cli.land(out, dt.date(2015, 8, 1), dt.date(2015, 8, 2), config) == []
-    assert writes == []
-
-    # An interrupted drop (files but no marker, a file damaged) is rewritten and then marked.
-    storage.write_bytes(f"{out}/2015-08-03/train.csv", b"partial")
-    assert cli.land(out, dt.date(2015, 8, 1), dt.date(2015, 8, 3), config) == [f"{out}/2015-08-03"]
-    assert storage.read_bytes(f"{out}/2015-08-03/train.csv") == storage.read_bytes(f"{out}/2015-08-01/train.csv")
-    assert storage.exists(f"{out}/2015-08-03/_SUCCESS")
-
-
-def test_land_rejects_reversed_dates(tmp_path):
-    with pytest.raises(ValueError, match="after --to-date"):
-        cli.land(str(tmp_path / "l"), dt.date(2015, 8, 2), dt.date(2015, 8, 1), SynthConfig(stores=2))
 
 
 @pytest.mark.slow

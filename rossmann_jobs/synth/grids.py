@@ -1,0 +1,30 @@
+"""The in-memory arrays behind the rendered files, kept so that dated drops are sliced rather than re-parsed."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rossmann_jobs.synth.calendar import Calendar
+from rossmann_jobs.synth.trend import Trends
+from rossmann_jobs.synth.weather import Weather
+
+
+@dataclass(frozen=True)
+class DataGrids:
+    """Day numbers index the calendar; [day, store] grids span train + test days; row arrays are in file order."""
+
+    calendar: Calendar
+    trends: Trends
+    weather: Weather
+    train_day: np.ndarray        # [train.csv row] day number (Date descending, then Store ascending)
+    train_store: np.ndarray      # [train.csv row] store index (Store - 1)
+    test_day: np.ndarray         # [test.csv row] day number, same order
+    test_store: np.ndarray       # [test.csv row] store index
+    test_blank_open: np.ndarray  # [test.csv row] Open written blank (the Kaggle quirk)
+    sales: np.ndarray            # [day, store]
+    customers: np.ndarray        # [day, store]
+    is_open: np.ndarray          # [day, store]
+    promo: np.ndarray            # [day]
+    holiday: np.ndarray          # [day, store] StateHoliday code
+    school: np.ndarray           # [day, store]
