@@ -1,9 +1,13 @@
 """Spark job: raw Rossmann CSV drop -> model-ready train/validation/test Parquet, quarantine and metadata.json.
 
     spark-submit rossmann_jobs/prepare.py --raw URI --out URI --as-of YYYY-MM-DD [--sample-rate F] [--seed N]
-        [--num-shards 16] [--max-reject-fraction 0.001]
+        [--num-shards 16] [--max-reject-fraction 0.001] [--point-in-time {strict,seed}]
 
-Point in time, for --as-of D (see rossmann_jobs/features/split.py):
+Point in time, for --as-of D (see rossmann_jobs/features/split.py and point_in_time.py):
+- --point-in-time strict (default): no feature depends on a value dated after D in any file: googletrend weeks
+  ending after D and weather days after D are ignored (ledger outcome after_as_of); a row whose trend week is not
+  complete at D carries the last complete week forward, and a row dated after D gets the climatology of its
+  state's weather (persistence without history). seed: the seed's time-travelling trend and weather joins;
 - train/validation use only train.csv rows dated <= D, and so do the vocabularies, max_sales and the Before/After
   day counts (computed over those train rows plus the horizon rows, as Horovod's example does over train + test);
 - the horizon (test split) is every test.csv row dated > D: the whole test period when D lies before it, the rest
@@ -18,9 +22,10 @@ included). --sample-rate samples the train/validation rows after their features 
 deterministically per (Store, Date).
 
 Every input row ends in exactly one place, checked before commit: a split, an exclusion (after as-of, before the
-horizon, zero sales, sampled out) or rejected/ with its reason. Files, columns and headers are checked up front;
-row-level problems are quarantined while they stay under --max-reject-fraction of their file, else the job fails
-naming the file, reason, column and example rows. Output is committed atomically (storage.commit).
+horizon, zero sales, sampled out; a lookup row is accepted, or after as-of in strict mode) or rejected/ with its
+reason. Files, columns and headers are checked up front; row-level problems are quarantined while they stay under
+--max-reject-fraction of their file, else the job fails naming the file, reason, column and example rows. Output
+is committed atomically (storage.commit).
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from typing import Any, Callable
 from pyspark.sql import DataFrame, Observation, SparkSession
 
 from rossmann_jobs import storage
-from rossmann_jobs.features import accounting, encode, split
+from rossmann_jobs.features import accounting, encode, point_in_time, split
 from rossmann_jobs.features.pipeline import (VOCABULARY_ROW, classify_lookups, classify_sales, horizon_row,
                                              quarantined_rows, sales_features, sales_rows)
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRAIN, RawFile
@@ -48,8 +53,6 @@ log = logging.getLogger("rossmann.prepare")
 DEFAULT_NUM_SHARDS = 16
 DEFAULT_MAX_REJECT_FRACTION = 0.001
 SPLIT_SOURCES = {"train": TRAIN.name, "validation": TRAIN.name, "test": TEST.name}
-POINT_IN_TIME = ("train/validation: train.csv rows dated <= as_of; test: test.csv rows dated > as_of; vocabularies, "
-                 "max_sales and Before/After day counts use only those rows")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,6 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-shards", type=int, default=DEFAULT_NUM_SHARDS, help="Parquet files per split")
     parser.add_argument("--max-reject-fraction", type=float, default=DEFAULT_MAX_REJECT_FRACTION,
                         help="per file, the largest share of rows that may be quarantined instead of failing")
+    parser.add_argument("--point-in-time", choices=point_in_time.MODES, default=point_in_time.DEFAULT_MODE,
+                        help="strict: no feature uses a value dated after --as-of; seed: the seed's joins")
     args = parser.parse_args(argv)
     if args.sample_rate is not None and not 0 < args.sample_rate <= 1:
         parser.error("--sample-rate must be in (0, 1]")
@@ -196,8 +201,10 @@ def concurrently(*actions: Callable[[], Any]) -> list[Any]:
 
 def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rate: float | None = None,
                 seed: int = 42, num_shards: int = DEFAULT_NUM_SHARDS,
-                max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION) -> dict[str, Any]:
+                max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION,
+                point_in_time_mode: str = point_in_time.DEFAULT_MODE) -> dict[str, Any]:
     """Prepare features for as_of from the drop at raw, commit them at out; returns metadata.json's content."""
+    point_in_time.lookup_cutoff(point_in_time_mode, as_of)   # refuses an unknown mode before any work
     timings: dict[str, float] = {}
     with timed("inspect raw files (presence, header, sha256, rows)", timings):
         inputs = inspect_raw_files(raw)
@@ -206,7 +213,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
 
     parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw, name), raw_file), raw_file)
               for name, raw_file in RAW_FILES.items()}
-    lookups, state_names = classify_lookups(parsed, RAW_FILES)
+    lookups, state_names = classify_lookups(parsed, RAW_FILES, as_of, point_in_time_mode)
     lookups, state_names = lookups.persisted(), state_names.persist()
     features = None
     try:
@@ -216,7 +223,8 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
             # The horizon's dates and the vocabularies are aggregated while the rows are materialized: no query
             # (and no scan of the materialized rows) of their own.
             observed = Observation("feature pass")
-            features = materialized(sales_features(rows, lookups, as_of).observe(
+            features = sales_features(rows, lookups, as_of, parsed[TEST.name], point_in_time_mode)
+            features = materialized(features.observe(
                 observed, *accounting.horizon_metrics(horizon_row()), *accounting.vocabulary_metrics(VOCABULARY_ROW)))
         pass_metrics = observed.get
         windows = horizon_window(accounting.horizon_dates(pass_metrics), as_of)
@@ -265,7 +273,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         "test_window": {"start": windows.test_start.isoformat(), "end": windows.test_end.isoformat()},
         "validation_window": {"start": windows.validation_start.isoformat(),
                               "end": windows.validation_end.isoformat(), "rule": windows.validation_rule},
-        "point_in_time": POINT_IN_TIME,
+        "point_in_time": point_in_time.describe(point_in_time_mode),
         "input_checksums": {name: {"sha256": facts["sha256"], "bytes": facts["bytes"]}
                             for name, facts in inputs.items()},
         "raw": raw,
@@ -304,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with stage_progress(spark), timed("prepare"):
             run_prepare(spark, args.raw, args.out, args.as_of, args.sample_rate, args.seed, args.num_shards,
-                        args.max_reject_fraction)
+                        args.max_reject_fraction, args.point_in_time)
     except (RawInputError, AccountingError) as error:
         log.error("prepare failed: %s", error)
         return 2

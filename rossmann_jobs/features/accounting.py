@@ -9,11 +9,11 @@ from typing import Any, Iterable, Mapping
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features import split
+from rossmann_jobs.features import point_in_time, split
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, LABEL_COL
 from rossmann_jobs.features.validate import EXAMPLES_PER_PROBLEM, REASON, REASON_COLUMN, problem_columns
 
-ACCEPTED = "accepted"   # the outcome of a lookup-table row without problem
+ACCEPTED = "accepted"   # the outcome of a lookup-table row without problem (dated after as-of: split.AFTER_AS_OF)
 TRAINING_OUTCOMES = (split.TRAIN, split.VALIDATION, split.SAMPLED_OUT)   # rows <= as-of that count as known
 
 
@@ -56,10 +56,19 @@ def outcome_summary(classified: DataFrame) -> DataFrame:
 
 
 def lookup_summary(frames: Mapping[str, DataFrame]) -> DataFrame:
-    """Rows per (file, reason, column) of the lookup files, in one job."""
-    tagged = [frame.select(F.lit(name).alias("file"), *problem_columns()) for name, frame in frames.items()]
-    return reduce(DataFrame.unionByName, tagged).groupBy("file", REASON, REASON_COLUMN).agg(
+    """Rows per (file, dated after as-of, reason, column) of the lookup files, in one job."""
+    after = point_in_time.AFTER_AS_OF
+    tagged = [frame.select(F.lit(name).alias("file"), point_in_time.after_as_of(frame).alias(after),
+                           *problem_columns()) for name, frame in frames.items()]
+    return reduce(DataFrame.unionByName, tagged).groupBy("file", after, REASON, REASON_COLUMN).agg(
         F.count(F.lit(1)).alias("rows"))
+
+
+def lookup_outcome(group: Mapping[str, Any]) -> str:
+    """The ledger outcome of a lookup_summary group: quarantined (a problem wins), after_as_of or accepted."""
+    if group[REASON]:
+        return split.QUARANTINED
+    return split.AFTER_AS_OF if group[point_in_time.AFTER_AS_OF] else ACCEPTED
 
 
 def problem_examples(quarantine: DataFrame) -> DataFrame:
@@ -76,7 +85,7 @@ def file_ledgers(input_rows: Mapping[str, int], sales_groups: Iterable[Mapping[s
     outcomes: dict[str, dict[str, int]] = {name: {} for name in input_rows}
     problems: dict[str, dict[tuple[str, str], int]] = {name: {} for name in input_rows}
     groups = [(f"{g[split.SOURCE]}.csv", g[split.OUTCOME], g) for g in sales_groups]
-    groups += [(g["file"], split.QUARANTINED if g[REASON] else ACCEPTED, g) for g in lookup_groups]
+    groups += [(g["file"], lookup_outcome(g), g) for g in lookup_groups]
     for name, outcome, group in groups:
         outcomes[name][outcome] = outcomes[name].get(outcome, 0) + group["rows"]
         if group[REASON]:

@@ -5,12 +5,14 @@ whose misses are quarantined with a reason, so a join can neither drop nor multi
 """
 from __future__ import annotations
 
+from datetime import date
 from typing import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from rossmann_jobs.features.calendar import COMPETITION_SINCE, PROMO2_SINCE, add_since_dates
+from rossmann_jobs.features.point_in_time import AFTER_AS_OF, WEEK_START, dated_after, week_end
 from rossmann_jobs.features.raw_schemas import RawFile, WEATHER_FEATURE_COLS
 from rossmann_jobs.features.validate import acceptable, quarantine_duplicates, quarantine_first, quarantine_where
 
@@ -21,6 +23,8 @@ STORE_COLS = ["StoreType", "Assortment", "CompetitionDistance", "CompetitionOpen
               "PromoInterval", COMPETITION_SINCE, PROMO2_SINCE]
 WEATHER_COLS = [*WEATHER_FEATURE_COLS, "Events"]
 TREND_YEAR, TREND_WEEK = "_trend_year", "_trend_week"   # of the week's first day, the trend join key
+# The marker column each lookup join brings (null where it found nothing), see LOOKUP_MISSES.
+HAS_TREND, HAS_TREND_DE, HAS_WEATHER = "_has_trend", "_has_trend_de", "_has_weather"
 
 
 def accepted(df: DataFrame) -> DataFrame:
@@ -34,12 +38,13 @@ def quarantine_duplicate_keys(df: DataFrame, raw_file: RawFile) -> DataFrame:
     return df
 
 
-def classify_trend(trend: DataFrame, raw_file: RawFile) -> DataFrame:
-    """googletrend rows + week start Date, State (NI -> HB,NI; null for Rossmann_DE), Year and ISO Week.
+def classify_trend(trend: DataFrame, raw_file: RawFile, cutoff: date | None = None) -> DataFrame:
+    """googletrend rows + week start Date, State (NI -> HB,NI; null for Rossmann_DE), Year, ISO Week, AFTER_AS_OF.
 
     Keys as in Horovod's example: a state row is found by (State, Year, Week), the Germany row by (Year, Week),
     where Year/Week (TREND_YEAR/TREND_WEEK here) are those of the week's first day (a Sunday); so a sales day
-    meets the trend of the Sunday that ends its ISO week. Rows colliding on a key are quarantined.
+    meets the trend of the Sunday that ends its ISO week. Rows colliding on a key are quarantined. AFTER_AS_OF:
+    the week ends after cutoff (point_in_time.dated_after).
     """
     state = F.regexp_extract("file", f"^{GERMANY_TREND_FILE}_(.+)$", 1)
     for code, alias in TREND_STATE_ALIASES.items():
@@ -54,45 +59,59 @@ def classify_trend(trend: DataFrame, raw_file: RawFile) -> DataFrame:
     df = quarantine_where(df, F.col("Date").isNull(), "unparseable week (expected 'YYYY-MM-DD - YYYY-MM-DD')",
                           "week", raw_file.column_names)
     # Not named Year/Week: Spark column names are case-insensitive, and "Week" would overwrite the raw "week".
-    df = df.withColumn(TREND_YEAR, F.year("Date")).withColumn(TREND_WEEK, F.weekofyear("Date"))
+    df = (df.withColumn(TREND_YEAR, F.year("Date")).withColumn(TREND_WEEK, F.weekofyear("Date"))
+          .withColumn(AFTER_AS_OF, dated_after(week_end(F.col("Date")), cutoff)))
+    # Two weeks a year apart can share a key (see the test); scoped by AFTER_AS_OF, so that a week after the
+    # cutoff cannot quarantine a usable one.
     df = quarantine_duplicates(df, ["State", TREND_YEAR, TREND_WEEK], raw_file.column_names,
-                               label="State,Year,Week")
+                               scope_after=[AFTER_AS_OF], label="State,Year,Week")
     return quarantine_duplicates(df, ["_germany", TREND_YEAR, TREND_WEEK], raw_file.column_names,
-                                 label=f"{GERMANY_TREND_FILE} Year,Week")
+                                 scope_after=[AFTER_AS_OF], label=f"{GERMANY_TREND_FILE} Year,Week")
 
 
-def state_trend(classified_trend: DataFrame) -> DataFrame:
+def state_trend(classified_trend: DataFrame, *extra: Column) -> DataFrame:
+    """The state trend join table (State, Year, Week, trend, HAS_TREND, *extra) of the accepted rows."""
     return (accepted(classified_trend).filter(F.col("State").isNotNull())
             .select("State", F.col(TREND_YEAR).alias("Year"), F.col(TREND_WEEK).alias("Week"), "trend",
-                    F.lit(True).alias("_has_trend")))
+                    F.lit(True).alias(HAS_TREND), *extra))
 
 
-def germany_trend(classified_trend: DataFrame) -> DataFrame:
+def germany_trend(classified_trend: DataFrame, *extra: Column) -> DataFrame:
+    """The Germany trend join table (Year, Week, trend_de, HAS_TREND_DE, *extra) of the accepted rows."""
     return (accepted(classified_trend).filter(F.col("_germany").isNotNull())
             .select(F.col(TREND_YEAR).alias("Year"), F.col(TREND_WEEK).alias("Week"), F.col("trend").alias("trend_de"),
-                    F.lit(True).alias("_has_trend_de")))
+                    F.lit(True).alias(HAS_TREND_DE), *extra))
 
 
-def classify_weather(weather: DataFrame, state_names: DataFrame, raw_file: RawFile) -> DataFrame:
-    """weather rows + State (via file == StateName); (State, Date) must be unique among accepted rows.
+def trend_week_start() -> Column:
+    """The extra column of state_trend/germany_trend that point_in_time.trend_known_at orders weeks by."""
+    return F.col("Date").alias(WEEK_START)
+
+
+def classify_weather(weather: DataFrame, state_names: DataFrame, raw_file: RawFile,
+                     cutoff: date | None = None) -> DataFrame:
+    """weather rows + State (via file == StateName) + AFTER_AS_OF (dated after cutoff); (State, Date) must be
+    unique among accepted rows.
 
     Weather of a file that names no state is accepted but unused (the example's inner join ignores it too).
     """
     names = accepted(state_names).select(F.col("StateName").alias("file"), "State")
-    df = quarantine_duplicate_keys(weather, raw_file).join(F.broadcast(names), "file", "left")
+    df = (quarantine_duplicate_keys(weather, raw_file).join(F.broadcast(names), "file", "left")
+          .withColumn(AFTER_AS_OF, dated_after(F.col("Date"), cutoff)))
     return quarantine_duplicates(df, ["State", "Date"], raw_file.column_names)
 
 
 def weather_by_state(classified_weather: DataFrame) -> DataFrame:
+    """The weather join table (State, Date, WEATHER_COLS, HAS_WEATHER) of the accepted rows."""
     return (accepted(classified_weather).filter(F.col("State").isNotNull())
-            .select("State", "Date", *WEATHER_COLS, F.lit(True).alias("_has_weather")))
+            .select("State", "Date", *WEATHER_COLS, F.lit(True).alias(HAS_WEATHER)))
 
 
 LOOKUP_MISSES = [("_has_store", "Store not in store.csv", "Store"),
                  ("_has_state", "Store not in store_states.csv", "Store"),
-                 ("_has_trend", "no googletrend.csv row for the store's (State, Year, Week)", "State,Year,Week"),
-                 ("_has_trend_de", f"no {GERMANY_TREND_FILE} googletrend.csv row for (Year, Week)", "Year,Week"),
-                 ("_has_weather", "no weather.csv row for (State, Date) via state_names.csv", "State,Date")]
+                 (HAS_TREND, "no googletrend.csv row for the store's (State, Year, Week)", "State,Year,Week"),
+                 (HAS_TREND_DE, f"no {GERMANY_TREND_FILE} googletrend.csv row for (Year, Week)", "Year,Week"),
+                 (HAS_WEATHER, "no weather.csv row for (State, Date) via state_names.csv", "State,Date")]
 
 
 def add_store_columns(rows: DataFrame, store: DataFrame, store_states: DataFrame) -> DataFrame:

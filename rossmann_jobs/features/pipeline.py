@@ -8,7 +8,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features import joins
+from rossmann_jobs.features import joins, point_in_time
 from rossmann_jobs.features.calendar import add_competition_and_promo2, expand_date
 from rossmann_jobs.features.elapsed import add_elapsed, flag_events
 from rossmann_jobs.features.raw_schemas import TEST, RawFile
@@ -45,12 +45,16 @@ class Lookups:
                 "weather.csv": self.weather}
 
 
-def classify_lookups(parsed: dict[str, DataFrame], raw_files: dict[str, RawFile]) -> tuple[Lookups, DataFrame]:
-    """Quarantine duplicate / unparseable lookup rows; returns the lookups and the classified state_names.
+def classify_lookups(parsed: dict[str, DataFrame], raw_files: dict[str, RawFile], as_of: date,
+                     mode: str = point_in_time.DEFAULT_MODE) -> tuple[Lookups, DataFrame]:
+    """Quarantine duplicate / unparseable lookup rows and flag the trend and weather rows dated after as_of in
+    strict mode (point_in_time.AFTER_AS_OF); returns the lookups and the classified state_names.
 
     The tables are small (16k rows at most), so each is kept in one partition: its duplicate-key windows then
     need no shuffle.
     """
+    cutoff = point_in_time.lookup_cutoff(mode, as_of)
+
     def single(name: str) -> DataFrame:
         return parsed[name].coalesce(1)
 
@@ -58,8 +62,8 @@ def classify_lookups(parsed: dict[str, DataFrame], raw_files: dict[str, RawFile]
     lookups = Lookups(
         store=joins.quarantine_duplicate_keys(single("store.csv"), raw_files["store.csv"]),
         store_states=joins.quarantine_duplicate_keys(single("store_states.csv"), raw_files["store_states.csv"]),
-        trend=joins.classify_trend(single("googletrend.csv"), raw_files["googletrend.csv"]),
-        weather=joins.classify_weather(single("weather.csv"), state_names, raw_files["weather.csv"]),
+        trend=joins.classify_trend(single("googletrend.csv"), raw_files["googletrend.csv"], cutoff),
+        weather=joins.classify_weather(single("weather.csv"), state_names, raw_files["weather.csv"], cutoff),
     )
     return lookups, state_names
 
@@ -88,14 +92,17 @@ def vocabulary_row(as_of: date) -> Column:
     return acceptable() & in_scope(as_of) & ((F.col(SOURCE) == "test") | (F.col("Sales") > 0))
 
 
-def sales_features(rows: DataFrame, lookups: Lookups, as_of: date) -> DataFrame:
+def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFrame,
+                   mode: str = point_in_time.DEFAULT_MODE) -> DataFrame:
     """Every sales row with its features (not encoded), IN_SCOPE, VOCABULARY_ROW and PROBLEM: FEATURE_ROW_COLS.
 
     The windows (duplicates, store seen in train, elapsed days) run first, on narrow rows: one shuffle by Store
     and one sort by (Store, Date) serve them all. The Before/After days use every
     in-scope row that parses and is unique, including rows quarantined afterwards for a lookup miss or an unseen
     store (the event happened all the same; and an unseen store's rows are all quarantined). The broadcast joins
-    of the lookups follow. Needs as_of only, not the horizon (see horizon_row: it is found from these rows).
+    of the lookups follow (trend and weather as mode allows at as_of, see lookup_tables). plan: the parsed
+    test.csv rows, whose dates tell which days the strict tables must cover. Needs as_of, not the horizon (see
+    horizon_row: it is found from these rows).
     """
     rows = rows.withColumn(VOCABULARY_ROW, vocabulary_row(as_of)).repartition("Store")
     rows = _quarantine_duplicate_days(rows).withColumn(IN_SCOPE, in_scope(as_of))
@@ -103,10 +110,31 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date) -> DataFrame:
     # Checked with the lookup misses (it comes first), so that one quarantine step renders the rejected record.
     unseen_store = ((F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),
                     "Store has no train.csv rows on or before as-of", "Store")
-    rows = joins.join_lookups(expand_date(rows), lookups.store, lookups.store_states, joins.state_trend(lookups.trend),
-                              joins.germany_trend(lookups.trend), joins.weather_by_state(lookups.weather),
-                              IN_SCOPE, SALES_COLS, earlier_checks=[unseen_store])
+    rows = joins.join_lookups(expand_date(rows), lookups.store, lookups.store_states,
+                              *lookup_tables(lookups, as_of, plan, mode), IN_SCOPE, SALES_COLS,
+                              earlier_checks=[unseen_store])
     return add_competition_and_promo2(flag_events(rows)).select(*FEATURE_ROW_COLS)
+
+
+def lookup_tables(lookups: Lookups, as_of: date, plan: DataFrame,
+                  mode: str) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """The state trend, Germany trend and weather join tables: the seed's, or (strict) those known at as_of.
+
+    Strict: the rows flagged AFTER_AS_OF are left out, and the days from shortly before as_of to the plan's last
+    day get the carried-forward trend and the climatology weather (point_in_time). Same schemas in both modes.
+    """
+    if mode == point_in_time.SEED:
+        return (joins.state_trend(lookups.trend), joins.germany_trend(lookups.trend),
+                joins.weather_by_state(lookups.weather))
+    trend = lookups.trend.filter(~F.col(point_in_time.AFTER_AS_OF))
+    days = point_in_time.covered_days(plan, as_of)
+    week_start = joins.trend_week_start()
+    weather = lookups.weather.filter(~F.col(point_in_time.AFTER_AS_OF))
+    return (point_in_time.trend_known_at(joins.state_trend(trend, week_start), ["State"], "trend", joins.HAS_TREND,
+                                         days, as_of),
+            point_in_time.trend_known_at(joins.germany_trend(trend, week_start), [], "trend_de", joins.HAS_TREND_DE,
+                                         days, as_of),
+            point_in_time.weather_known_at(joins.weather_by_state(weather), days, as_of, joins.HAS_WEATHER))
 
 
 def classify_sales(features: DataFrame, windows: Windows, sample_rate: float | None, seed: int) -> DataFrame:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from rossmann_jobs import storage
+from rossmann_jobs.features import point_in_time
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, METADATA_FILE
 
 pytestmark = pytest.mark.slow
@@ -32,7 +33,9 @@ def ours(spark, raw_dir, tmp_path_factory):
     from rossmann_jobs.prepare import run_prepare
 
     out = str(tmp_path_factory.mktemp("prepared"))
-    metadata = run_prepare(spark, raw_dir, out, LAST_TRAIN_DAY, num_shards=2)
+    # The seed's joins (a trend week ending after as-of, the horizon's own weather): the reference's features.
+    metadata = run_prepare(spark, raw_dir, out, LAST_TRAIN_DAY, num_shards=2, point_in_time_mode=point_in_time.SEED)
+    assert metadata["point_in_time"]["mode"] == point_in_time.SEED
     attempt = storage.committed_uri(out)
     assert storage.read_json(storage.join(attempt, METADATA_FILE)) == metadata
     splits = {name: pd.read_parquet(storage.join(attempt, name)) for name in ("train", "validation", "test")}

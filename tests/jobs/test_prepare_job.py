@@ -119,7 +119,10 @@ def test_every_input_row_is_accounted_for_independently_of_the_job(prepared, dro
     assert metadata["row_counts"]["files"]["train.csv"] == {
         "zero_sales": zero, "validation": len(validation_days), "train": len(sales) - zero - len(validation_days)}
     assert metadata["row_counts"]["files"]["test.csv"] == {"test": len(drop["test.csv"])}
-    assert metadata["row_counts"]["files"]["weather.csv"] == {"accepted": len(drop["weather.csv"])}
+    # Strict point in time (the default): weather days after as-of are counted, not used.
+    weather_after = sum(1 for r in drop["weather.csv"] if date.fromisoformat(r["Date"]) > AS_OF)
+    assert metadata["row_counts"]["files"]["weather.csv"] == {"accepted": len(drop["weather.csv"]) - weather_after,
+                                                              "after_as_of": weather_after}
     assert metadata["row_counts"]["rejected"] == 0
     validation = read_split(attempt, "validation")
     assert set(zip(validation["StoreId"], validation["Date"])) == validation_days
@@ -203,8 +206,8 @@ def test_generated_code_of_the_feature_pass_and_the_writes_stays_jit_compilable(
     metadata = prepared[2]
     parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw_dir, name), raw_file), raw_file)
               for name, raw_file in RAW_FILES.items()}
-    lookups, _ = classify_lookups(parsed, RAW_FILES)
-    features = sales_features(sales_rows(parsed["train.csv"], parsed["test.csv"]), lookups, AS_OF)
+    lookups, _ = classify_lookups(parsed, RAW_FILES, AS_OF)
+    features = sales_features(sales_rows(parsed["train.csv"], parsed["test.csv"]), lookups, AS_OF, parsed["test.csv"])
     rows = materialized(features)   # as the job does: the writes start from the materialized rows
     windows = split.plan_windows(AS_OF, date.fromisoformat(metadata["test_window"]["start"]),
                                  date.fromisoformat(metadata["test_window"]["end"]))

@@ -1,0 +1,162 @@
+"""Point-in-time modes of prepare: which trend and weather values a row may use when forecasting as of D.
+
+Two modes (--point-in-time):
+- seed: the seed's joins (Horovod's example), unchanged. A row dated d meets the Google-trend week W(d) found by
+  the key (Year, Week) of d, a Sunday..Saturday week that ends up to 12 days after d, and the weather row of its
+  own day, also for the horizon's rows dated after D. Kept for the seed-equivalence test and for comparisons.
+- strict (default): no feature of any row depends on a value dated after D, in any file:
+  - trend (state and Germany alike): a googletrend.csv week is usable only if its Saturday end is <= D. A row gets
+    W(d) if that week is usable, else, when the week the seed would give it (the one that starts on the Sunday
+    ending d's ISO week) ends after D, the value of the last usable week of its state (resp. of Germany):
+    last-complete-week persistence. A row dated <= D whose week ended by D and is missing is still a lookup miss.
+  - weather: weather.csv rows dated <= D are used as they are. A row dated d > D gets, per state and numeric
+    column, the climatology: the mean of the state's values on the days within +-7 days of d's date in each
+    earlier year (d - 12k months, k >= 1) that are dated <= D, rounded to the column's whole units; Events is
+    null (no event is known). A column without such history takes the state's last observed value <= D.
+  - lookup rows dated after D (weather days > D, trend weeks ending after D) are ignored; the row ledger counts
+    them as AFTER_AS_OF (a quarantine reason wins over it, as for train.csv rows).
+  The sales rows follow the same rule in both modes (features/split.py): train.csv rows after D are out of scope
+  and feed nothing (no vocabulary, max_sales, elapsed-day count or duplicate check); the horizon's test.csv rows
+  (the plan for the days after D, known at D) feed the vocabularies and the Before/After day counts.
+All functions here are pure DataFrame -> DataFrame steps; the tables they return are small and broadcast-joined.
+"""
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from rossmann_jobs.features.raw_schemas import WEATHER_FEATURE_COLS
+from rossmann_jobs.features.split import AFTER_AS_OF as AFTER_AS_OF_OUTCOME
+from rossmann_jobs.features.validate import acceptable
+
+STRICT, SEED = "strict", "seed"
+MODES = (STRICT, SEED)
+DEFAULT_MODE = STRICT
+
+AFTER_AS_OF = "_after_as_of"      # column of the trend and weather tables: the row is dated after D (strict)
+WEEK_START = "_week_start"        # a trend row's Sunday
+CLIMATE_WINDOW_DAYS = 7           # +- days around d's date in each earlier year
+WEATHER_DECIMALS = 0              # weather.csv's feature columns hold whole numbers (degrees C, %, km/h, oktas)
+# A row dated d meets a trend week that ends at most 12 days after d (d a Monday): the days from D - 12 on are the
+# ones whose week may be incomplete at D.
+TREND_WEEK_REACH_DAYS = 12
+_TARGET = "_target_date"
+
+SALES_RULE = ("train/validation: train.csv rows dated <= as_of; test: test.csv rows dated > as_of (the plan, known "
+              "at as_of); vocabularies, max_sales and Before/After day counts use only those rows (train.csv rows "
+              "after as_of feed nothing)")
+RULES = {
+    SEED: {
+        "sales_rows": SALES_RULE,
+        "trend": "the seed's join: a row dated d meets the week keyed by d's (Year, ISO Week), which starts on the "
+                 "Sunday ending d's ISO week and may end after as_of; rows after as_of meet their own weeks",
+        "weather": "the seed's join: every row meets the weather.csv row of its state and day, also after as_of",
+        "lookup_rows_after_as_of": "used (accounted as accepted)",
+    },
+    STRICT: {
+        "sales_rows": SALES_RULE,
+        "trend": "a googletrend.csv week is usable if its Saturday end <= as_of; a row gets the seed's week (Year, "
+                 "ISO Week of d) if usable, else, when the seed's week ends after as_of, the last usable week's "
+                 "value of its state (resp. Rossmann_DE); a missing week that ended by as_of is a lookup miss",
+        "weather": "rows dated <= as_of are used as they are; a row dated d > as_of gets per state and numeric "
+                   f"column the mean of the state's values within +-{CLIMATE_WINDOW_DAYS} days of d's date in "
+                   f"each earlier year (dated <= as_of), rounded to {WEATHER_DECIMALS} decimals, else the state's "
+                   "last observed value <= as_of; Events null",
+        "lookup_rows_after_as_of": f"ignored (accounted as {AFTER_AS_OF_OUTCOME}): weather days > as_of, trend "
+                                   "weeks ending after as_of",
+    },
+}
+
+
+def describe(mode: str) -> dict:
+    """metadata.json's point_in_time entry: the mode and its rules."""
+    return {"mode": mode, "rules": RULES[mode]}
+
+
+def lookup_cutoff(mode: str, as_of: date) -> date | None:
+    """The last day a lookup row may be dated and still be used: as_of in strict mode, None (no limit) in seed."""
+    if mode not in MODES:
+        raise ValueError(f"point-in-time mode {mode!r}: expected one of {', '.join(MODES)}")
+    return as_of if mode == STRICT else None
+
+
+def dated_after(day: Column, cutoff: date | None) -> Column:
+    """AFTER_AS_OF of a lookup row dated day: true when day > cutoff (never when there is no cutoff or no day)."""
+    if cutoff is None:
+        return F.lit(False)
+    return F.coalesce(day > F.lit(cutoff), F.lit(False))
+
+
+def after_as_of(frame: DataFrame) -> Column:
+    """A lookup table's AFTER_AS_OF column; false for the undated tables (store, states), which have none."""
+    return F.col(AFTER_AS_OF) if AFTER_AS_OF in frame.columns else F.lit(False)
+
+
+def week_end(week_start: Column) -> Column:
+    """The Saturday ending a googletrend.csv week (Sunday..Saturday)."""
+    return F.date_add(week_start, 6)
+
+
+def seed_week_end(day: Column) -> Column:
+    """The Saturday end of the trend week the seed's (Year, Week) key gives a day (the week starting on the Sunday
+    that ends the day's ISO week; a late-December day of ISO week 1 meets a year-old week instead, see
+    joins.classify_trend, and that one has ended anyway)."""
+    sunday = F.next_day(F.date_sub(day, 1), "Sun")
+    return week_end(sunday)
+
+
+def covered_days(plan: DataFrame, as_of: date) -> DataFrame:
+    """Date: every day from as_of - TREND_WEEK_REACH_DAYS to the last acceptable plan (test.csv) row's date, the
+    days whose trend or weather may be unknown at as_of; no row when no plan row is dated after as_of."""
+    last = plan.filter(acceptable()).agg(F.max("Date").alias("_last"))
+    days = F.sequence(F.lit(as_of - timedelta(days=TREND_WEEK_REACH_DAYS)), F.col("_last"))
+    return last.select(F.explode(F.when(F.col("_last") > F.lit(as_of), days)).alias("Date"))
+
+
+def trend_known_at(weeks: DataFrame, keys: Sequence[str], value: str, marker: str, days: DataFrame,
+                   as_of: date) -> DataFrame:
+    """A trend join table (keys, Year, Week, value, marker) as known at as_of.
+
+    weeks: the usable weeks (Saturday end <= as_of) with keys, Year, Week, value and WEEK_START. Added: for each
+    key group and each (Year, Week) of a day in days whose seed week ends after as_of that no usable week has,
+    the group's last usable week's value. keys may be empty (Germany).
+    """
+    columns = [*keys, "Year", "Week", value, marker]
+    last = (weeks.groupBy(*keys).agg(F.max_by(value, WEEK_START).alias(value))
+            .filter(F.col(value).isNotNull()))   # no usable week at all: nothing to carry forward
+    pending = (days.filter(seed_week_end(F.col("Date")) > F.lit(as_of))
+               .select(F.year("Date").alias("Year"), F.weekofyear("Date").alias("Week")).distinct())
+    carried = (last.crossJoin(pending).join(weeks.select(*keys, "Year", "Week"), [*keys, "Year", "Week"], "left_anti")
+               .withColumn(marker, F.lit(True)))
+    return weeks.select(*columns).unionByName(carried.select(*columns))
+
+
+def weather_known_at(observed: DataFrame, days: DataFrame, as_of: date, marker: str) -> DataFrame:
+    """A weather join table (State, Date, WEATHER_FEATURE_COLS, Events, marker) as known at as_of.
+
+    observed: the usable weather rows (dated <= as_of). Added: a row per state with history and day of days after
+    as_of, holding the climatology (else persistence) of each numeric column and a null Events.
+    """
+    numeric = list(WEATHER_FEATURE_COLS)
+    ahead = days.filter(F.col("Date") > F.lit(as_of)).select(F.col("Date").alias(_TARGET))
+    first = observed.agg(F.min("Date").alias("_first"))
+    # The same +-7-day window in each earlier year back to the first observation (add_months keeps Feb 29 sane).
+    anchor = F.add_months(F.col(_TARGET), F.col("_years_back") * -12)
+    window_days = F.sequence(F.date_sub(anchor, CLIMATE_WINDOW_DAYS), F.date_add(anchor, CLIMATE_WINDOW_DAYS))
+    candidates = (ahead.crossJoin(first)
+                  .select(_TARGET, F.explode(F.sequence(F.lit(1), F.year(_TARGET) - F.year("_first") + 1))
+                          .alias("_years_back"))
+                  .select(_TARGET, F.explode(window_days).alias("Date")))
+    climate = (candidates.join(observed, "Date").groupBy("State", _TARGET)
+               .agg(*[F.round(F.avg(col), WEATHER_DECIMALS).alias(f"_climate_{col}") for col in numeric]))
+    # max_by skips the rows whose ordering is null: the last date on which the column was observed.
+    last = observed.groupBy("State").agg(*[F.max_by(col, F.when(F.col(col).isNotNull(), F.col("Date"))).alias(col)
+                                           for col in numeric])
+    filled = (last.crossJoin(ahead).join(climate, ["State", _TARGET], "left")
+              .select("State", F.col(_TARGET).alias("Date"),
+                      *[F.coalesce(f"_climate_{col}", col).alias(col) for col in numeric],
+                      F.lit(None).cast("string").alias("Events"), F.lit(True).alias(marker)))
+    return observed.select("State", "Date", *numeric, "Events", marker).unionByName(filled)

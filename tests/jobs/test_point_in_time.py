@@ -1,0 +1,367 @@
+"""Strict point in time: no prepared feature depends on a value dated after as-of; the seed mode does time-travel."""
+from __future__ import annotations
+
+import csv
+import io
+import os
+from datetime import date, timedelta
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from rossmann_jobs import storage
+from rossmann_jobs.features import joins, point_in_time
+from rossmann_jobs.features.calendar import expand_date
+from rossmann_jobs.features.pipeline import Lookups, lookup_tables
+from rossmann_jobs.features.raw_schemas import DATE, DOUBLE, GOOGLE_TREND, RAW_FILES, WEATHER
+from rossmann_jobs.features.validate import PROBLEM
+
+D = date.fromisoformat
+PROBLEM_TYPE = "struct<reason:string,column:string,record:string>"
+SPLITS = ("train", "validation", "test")
+
+
+def with_problem_column(df):
+    return df.withColumn(PROBLEM, F.lit(None).cast(PROBLEM_TYPE))
+
+
+def plan_frame(spark, *days: date):
+    """Parsed test.csv rows as lookup_tables reads them: only their Date matters."""
+    return with_problem_column(spark.createDataFrame([(day,) for day in days], "Date date"))
+
+
+# --- trend: the last complete week ------------------------------------------------------------------------------
+
+TREND_AS_OF = D("2015-07-15")   # a Wednesday: the week 07-12 .. 07-18 straddles it
+SUNDAYS = [D("2015-06-28") + timedelta(days=7 * i) for i in range(4)]   # weeks ending 07-04, 07-11, 07-18, 07-25
+
+
+def trend_rows(spark, rows):
+    raw = spark.createDataFrame([(file, f"{sunday} - {sunday + timedelta(days=6)}", value)
+                                 for file, sunday, value in rows], "file string, week string, trend int")
+    return joins.classify_trend(with_problem_column(raw), GOOGLE_TREND, cutoff=TREND_AS_OF)
+
+
+def trend_of_days(spark, table, keys, value, state_days):
+    """{(State, Date): value} for sales days looked up by the seed's key (Year, ISO Week of the day)."""
+    days = expand_date(spark.createDataFrame(state_days, "State string, Date date"))
+    return {(r.State, r.Date): r[value] for r in days.join(table, [*keys, "Year", "Week"], "left").collect()}
+
+
+def strict_trend_tables(spark, rows, plan_end=D("2015-07-22")):
+    """The state and Germany trend tables known at TREND_AS_OF, as pipeline.lookup_tables builds them."""
+    usable = trend_rows(spark, rows).filter(~F.col(point_in_time.AFTER_AS_OF))
+    days = point_in_time.covered_days(plan_frame(spark, plan_end), TREND_AS_OF)
+    week_start = joins.trend_week_start()
+    state = point_in_time.trend_known_at(joins.state_trend(usable, week_start), ["State"], "trend", joins.HAS_TREND,
+                                         days, TREND_AS_OF)
+    germany = point_in_time.trend_known_at(joins.germany_trend(usable, week_start), [], "trend_de",
+                                           joins.HAS_TREND_DE, days, TREND_AS_OF)
+    return state, germany
+
+
+def test_weeks_ending_after_as_of_are_flagged_and_the_rest_are_not(spark):
+    rows = [("Rossmann_DE_BY", sunday, 10 + i) for i, sunday in enumerate(SUNDAYS)]
+    flags = {r.Date: r[point_in_time.AFTER_AS_OF] for r in trend_rows(spark, rows).collect()}
+    # Saturday end <= as-of is usable; the week straddling as-of (ends 07-18) is not.
+    assert flags == {SUNDAYS[0]: False, SUNDAYS[1]: False, SUNDAYS[2]: True, SUNDAYS[3]: True}
+
+
+def test_a_week_not_complete_at_as_of_falls_back_to_the_last_complete_week(spark):
+    rows = [(f"Rossmann_DE{suffix}", sunday, base + i) for suffix, base in (("_BY", 10), ("", 50))
+            for i, sunday in enumerate(SUNDAYS)]
+    state, germany = strict_trend_tables(spark, rows)
+    # The seed's week of a day starts on the Sunday that ends the day's ISO week (Monday .. Sunday).
+    days = [D("2015-06-24"),   # Wednesday: seed week 06-28 .. 07-04, complete at as-of: its own value (10)
+            D("2015-07-05"),   # Sunday: seed week 07-05 .. 07-11, complete: its own value (11)
+            D("2015-07-08"),   # Wednesday: seed week 07-12 .. 07-18 ends after as-of -> last complete week (11)
+            D("2015-07-15"),   # as-of itself: seed week 07-19 .. 07-25 -> 11
+            D("2015-07-21")]   # a horizon day: seed week 07-26 .. (not in the file) -> 11
+    got = trend_of_days(spark, state, ["State"], "trend", [("BY", day) for day in days])
+    assert [got[("BY", day)] for day in days] == [10, 11, 11, 11, 11]
+    got_de = trend_of_days(spark, germany, [], "trend_de", [("BY", day) for day in days])
+    assert [got_de[("BY", day)] for day in days] == [50, 51, 51, 51, 51]
+    # The seed meets the weeks that end after as-of (12, 13) for the last days.
+    seed = trend_of_days(spark, joins.state_trend(trend_rows(spark, rows)), ["State"], "trend",
+                         [("BY", day) for day in days])
+    assert [seed[("BY", day)] for day in days] == [10, 11, 12, 13, None]
+
+
+def test_fallback_does_not_depend_on_weeks_after_as_of_nor_hide_a_missing_complete_week(spark):
+    full = [("Rossmann_DE_BY", sunday, 10 + i) for i, sunday in enumerate(SUNDAYS)]
+    full += [("Rossmann_DE", sunday, 50 + i) for i, sunday in enumerate(SUNDAYS)]
+    # A realistic drop holds no week ending after as-of, and here also lacks BY's complete week of 06-28.
+    realistic = [row for row in full if row[1] <= SUNDAYS[1] and row[1:] != (SUNDAYS[0], 10)]
+    realistic_full = [row for row in full if row[1] <= SUNDAYS[1]]
+    days = [("BY", D("2015-06-24")), ("BY", D("2015-07-14")), ("BY", D("2015-08-03"))]
+    got = {}
+    for name, rows in (("full", full), ("realistic", realistic_full), ("gap", realistic)):
+        state, _germany = strict_trend_tables(spark, rows, plan_end=D("2015-08-03"))
+        got[name] = trend_of_days(spark, state, ["State"], "trend", days)
+    assert got["full"] == got["realistic"] == {("BY", D("2015-06-24")): 10, ("BY", D("2015-07-14")): 11,
+                                               ("BY", D("2015-08-03")): 11}
+    # The week of 06-28 ended before as-of: its absence stays a lookup miss (the row is quarantined).
+    assert got["gap"][("BY", D("2015-06-24"))] is None
+
+
+def test_a_state_without_a_complete_week_gets_no_fallback(spark):
+    rows = [("Rossmann_DE_BY", SUNDAYS[2], 12), ("Rossmann_DE_BY", SUNDAYS[3], 13)]
+    state, germany = strict_trend_tables(spark, rows)
+    assert state.count() == 0 and germany.count() == 0
+
+
+def test_seed_mode_flags_nothing_and_keeps_the_seed_tables(spark):
+    raw = spark.createDataFrame([("Rossmann_DE_BY", f"{SUNDAYS[3]} - {SUNDAYS[3] + timedelta(days=6)}", 13)],
+                                "file string, week string, trend int")
+    classified = joins.classify_trend(with_problem_column(raw), GOOGLE_TREND)
+    assert [r[point_in_time.AFTER_AS_OF] for r in classified.collect()] == [False]
+    lookups = Lookups(None, None, classified, classified_weather(spark, []))
+    state, _germany, _weather = lookup_tables(lookups, TREND_AS_OF, plan_frame(spark, D("2015-08-01")),
+                                              point_in_time.SEED)
+    assert [(r.Year, r.Week, r.trend) for r in state.collect()] == [(2015, 29, 13)]
+
+
+# --- weather: climatology, rounding, persistence ----------------------------------------------------------------
+
+WEATHER_AS_OF = D("2015-07-15")
+TARGET = D("2015-07-20")   # a horizon day; its windows: 07-13 .. 07-27 of 2014 and of 2013
+
+
+def weather_frame(spark, rows):
+    """weather.csv rows as parse_columns types them; rows: (StateName, Date, {column: value})."""
+    def typed(kind):
+        return "double" if kind == DOUBLE else "date" if kind == DATE else "string"
+    schema = ", ".join(f"{name} {typed(kind)}" for name, kind in WEATHER.columns)
+    data = [tuple({"file": name, "Date": day, **values}.get(col) for col in WEATHER.column_names)
+            for name, day, values in rows]
+    return with_problem_column(spark.createDataFrame(data, schema))
+
+
+def classified_weather(spark, rows, cutoff=None):
+    names = with_problem_column(spark.createDataFrame([("Bayern", "BY"), ("Hamburg", "HH")],
+                                                      "StateName string, State string"))
+    return joins.classify_weather(weather_frame(spark, rows), names, WEATHER, cutoff=cutoff)
+
+
+def strict_weather(spark, rows, plan_end=D("2015-07-21")):
+    """{(State, Date): row} of the weather table known at WEATHER_AS_OF, as pipeline.lookup_tables builds it."""
+    weather = classified_weather(spark, rows, cutoff=WEATHER_AS_OF)
+    _state, _germany, table = lookup_tables(Lookups(None, None, trend_rows(spark, []), weather), WEATHER_AS_OF,
+                                            plan_frame(spark, plan_end), point_in_time.STRICT)
+    return {(r.State, r.Date): r.asDict() for r in table.collect()}
+
+
+def test_a_horizon_day_gets_the_rounded_climatology_of_earlier_years(spark):
+    rows = [("Bayern", D("2014-07-13"), {"Max_TemperatureC": 20.0, "Mean_Humidity": 60.0, "Events": "Rain"}),
+            ("Bayern", D("2014-07-27"), {"Max_TemperatureC": 22.0, "Mean_Humidity": 61.0, "Events": "Snow"}),
+            ("Bayern", D("2013-07-20"), {"Max_TemperatureC": 21.0, "Mean_Humidity": 60.0}),
+            ("Bayern", D("2013-07-25"), {"Max_TemperatureC": 19.0, "Mean_Humidity": 61.0}),
+            # just outside the windows, and the same year's days near the target: not part of the climatology
+            ("Bayern", D("2014-07-12"), {"Max_TemperatureC": -40.0, "Mean_Humidity": 0.0}),
+            ("Bayern", D("2014-07-28"), {"Max_TemperatureC": -40.0, "Mean_Humidity": 0.0}),
+            ("Bayern", D("2015-07-15"), {"Max_TemperatureC": 90.0, "Mean_Humidity": 99.0}),
+            # after as-of: ignored
+            ("Bayern", D("2015-07-20"), {"Max_TemperatureC": 80.0, "Mean_Humidity": 99.0, "Events": "Fog"})]
+    table = strict_weather(spark, rows)
+    filled = table[("BY", TARGET)]
+    assert filled["Max_TemperatureC"] == 21.0            # (20 + 22 + 21 + 19) / 4
+    assert filled["Mean_Humidity"] == 61.0               # 60.5 rounds half up to a whole percent
+    assert filled["Events"] is None and filled[joins.HAS_WEATHER] is True
+    # Observed days up to as-of are kept as they are; no day after as-of comes from weather.csv.
+    assert table[("BY", D("2015-07-15"))]["Max_TemperatureC"] == 90.0
+    assert {day for _state, day in table if day > WEATHER_AS_OF} == {D("2015-07-16") + timedelta(days=i)
+                                                                      for i in range(6)}
+
+
+def test_without_history_a_column_persists_the_last_observed_value(spark):
+    rows = [("Hamburg", D("2015-07-01"), {"Max_TemperatureC": 18.0, "CloudCover": 3.0}),
+            ("Hamburg", D("2015-07-14"), {"Max_TemperatureC": 17.0, "CloudCover": 5.0}),
+            ("Hamburg", D("2015-07-15"), {"Max_TemperatureC": 16.0}),          # CloudCover blank that day
+            ("Bayern", D("2014-07-20"), {"Max_TemperatureC": 25.0}),           # climatology, but no CloudCover
+            ("Bayern", D("2015-07-10"), {"Max_TemperatureC": 30.0, "CloudCover": 7.0})]
+    table = strict_weather(spark, rows)
+    assert table[("HH", TARGET)]["Max_TemperatureC"] == 16.0
+    assert table[("HH", TARGET)]["CloudCover"] == 5.0                    # its last observed (non-blank) value
+    assert table[("BY", TARGET)]["Max_TemperatureC"] == 25.0
+    assert table[("BY", TARGET)]["CloudCover"] == 7.0
+
+
+def test_weather_rows_after_as_of_are_flagged(spark):
+    rows = [("Bayern", D("2015-07-15"), {}), ("Bayern", D("2015-07-16"), {})]
+    strict = classified_weather(spark, rows, cutoff=WEATHER_AS_OF)
+    seed = classified_weather(spark, rows)
+    assert {r.Date: r[point_in_time.AFTER_AS_OF] for r in strict.collect()} == {D("2015-07-15"): False,
+                                                                              D("2015-07-16"): True}
+    assert {r[point_in_time.AFTER_AS_OF] for r in seed.collect()} == {False}
+
+
+# --- the prepare job on generated data: perturbation and a realistic drop -----------------------------------------
+
+STORES, SEED = 4, 5
+AS_OF = D("2015-07-15")   # a Wednesday, before the test period (2015-08-01 ..): the horizon lies after it
+
+
+def read_csv(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def write_csv(path, name, rows):
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=RAW_FILES[name].column_names, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text.getvalue())
+
+
+def week_end_of(week_text):
+    return D(week_text.split(" - ")[1].strip())
+
+
+def perturbed(files):
+    """Every value dated after AS_OF changed, within the files' valid ranges; test.csv (the plan) unchanged."""
+    flip = {"0": "1", "1": "0"}
+    out = {name: [dict(row) for row in rows] for name, rows in files.items()}
+    for row in out["train.csv"]:
+        if D(row["Date"]) > AS_OF:
+            row.update(Sales=str(int(row["Sales"]) * 2 + 7), Customers=str(int(row["Customers"]) + 3),
+                       Open=flip[row["Open"]], Promo=flip[row["Promo"]], SchoolHoliday=flip[row["SchoolHoliday"]],
+                       StateHoliday="a" if row["StateHoliday"] == "0" else "0")
+    numeric = [name for name, kind in WEATHER.columns if name not in ("file", "Date", "Events")]
+    for row in out["weather.csv"]:
+        if D(row["Date"]) > AS_OF:
+            for col in numeric:
+                row[col] = str(float(row[col]) + 3) if row[col].strip() else "4"
+            row["Events"] = {"": "Rain", "Rain": "Snow"}.get(row["Events"], "")
+    for row in out["googletrend.csv"]:
+        if week_end_of(row["week"]) > AS_OF:
+            row["trend"] = str((int(row["trend"]) + 17) % 101)
+    return out
+
+
+def realistic(files):
+    """The drop of AS_OF as it would land: history up to it only, and the plan of the days after it."""
+    return {**files,
+            "train.csv": [r for r in files["train.csv"] if D(r["Date"]) <= AS_OF],
+            "weather.csv": [r for r in files["weather.csv"] if D(r["Date"]) <= AS_OF],
+            "googletrend.csv": [r for r in files["googletrend.csv"] if week_end_of(r["week"]) <= AS_OF]}
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory):
+    from rossmann_jobs.synth.cli import generate
+    from rossmann_jobs.synth.dataset import SynthConfig
+
+    raw = str(tmp_path_factory.mktemp("synth") / "raw")
+    generate(raw, SynthConfig(stores=STORES, seed=SEED))
+    return {name: read_csv(os.path.join(raw, name)) for name in RAW_FILES}
+
+
+@pytest.fixture(scope="module")
+def prepare(spark, tmp_path_factory):
+    """prepare(files, mode) -> (metadata, {split: sorted pandas frame}); each drop written and prepared once."""
+    from rossmann_jobs.prepare import run_prepare
+
+    def run(files, mode):
+        raw = str(tmp_path_factory.mktemp("raw"))
+        for name, rows in files.items():
+            write_csv(os.path.join(raw, name), name, rows)
+        out = str(tmp_path_factory.mktemp("features"))
+        metadata = run_prepare(spark, raw, out, AS_OF, num_shards=2, point_in_time_mode=mode)
+        attempt = storage.committed_uri(out)
+        splits = {name: pd.read_parquet(storage.join(attempt, name)).sort_values(["StoreId", "Date"])
+                  .reset_index(drop=True) for name in SPLITS}
+        return metadata, splits
+    return run
+
+
+@pytest.fixture(scope="module")
+def strict_full(snapshot, prepare):
+    return prepare(snapshot, point_in_time.STRICT)
+
+
+@pytest.fixture(scope="module")
+def seed_full(snapshot, prepare):
+    return prepare(snapshot, point_in_time.SEED)
+
+
+def assert_same_splits(ours, theirs):
+    for name in SPLITS:
+        pd.testing.assert_frame_equal(ours[name], theirs[name], obj=name)
+
+
+def test_strict_features_ignore_every_value_dated_after_as_of_and_seed_features_do_not(snapshot, prepare,
+                                                                                         strict_full, seed_full):
+    changed = perturbed(snapshot)
+    metadata, splits = strict_full
+    changed_metadata, changed_splits = prepare(changed, point_in_time.STRICT)
+    assert_same_splits(splits, changed_splits)
+    assert metadata["vocabularies"] == changed_metadata["vocabularies"]
+    assert metadata["max_sales"] == changed_metadata["max_sales"]
+    assert len(splits["test"]) == len(snapshot["test.csv"])
+
+    # The same perturbation moves the seed's features: its joins read values dated after as-of.
+    _seed_metadata, seed = seed_full
+    _changed_seed_metadata, changed_seed = prepare(changed, point_in_time.SEED)
+    for col in ("trend", "trend_de", "Max_TemperatureC", "Mean_Humidity"):
+        assert (seed["test"][col] != changed_seed["test"][col]).any(), col
+    last_days = seed["train"]["Date"] > AS_OF - timedelta(days=7)   # their seed weeks end after as-of
+    assert last_days.any()
+    assert (seed["train"].loc[last_days, "trend"] != changed_seed["train"].loc[last_days, "trend"]).any()
+
+
+def decoded_events(metadata, frame):
+    """Events as values: the horizon's Events (seed mode only) can add a value that shifts the indices."""
+    values = [None, *metadata["vocabularies"]["Events"]]
+    return frame.assign(Events=[values[i] for i in frame["Events"]])
+
+
+def test_strict_changes_no_observed_weather_and_no_completed_trend_week_of_the_history(strict_full, seed_full):
+    strict_metadata, strict = strict_full
+    seed_metadata, seed = seed_full
+    for name in ("train", "validation"):
+        ours, theirs = decoded_events(strict_metadata, strict[name]), decoded_events(seed_metadata, seed[name])
+        weather = [*point_in_time.WEATHER_FEATURE_COLS, "Events"]
+        pd.testing.assert_frame_equal(ours[weather], theirs[weather], obj=name)
+        # Days whose seed trend week ended by as-of: every feature as the seed computes it.
+        complete = ours["Date"] <= AS_OF - timedelta(days=13)
+        assert complete.any(), name
+        pd.testing.assert_frame_equal(ours[complete], theirs[complete], obj=name)
+    # The last days' trend is the last complete week's in strict mode, a later week's in seed mode.
+    assert (strict["train"]["trend"] != seed["train"]["trend"]).any()
+
+
+def test_the_ledger_counts_lookup_rows_dated_after_as_of(snapshot, strict_full):
+    metadata, _splits = strict_full
+    files = metadata["row_counts"]["files"]
+    weather_after = sum(D(r["Date"]) > AS_OF for r in snapshot["weather.csv"])
+    trend_after = sum(week_end_of(r["week"]) > AS_OF for r in snapshot["googletrend.csv"])
+    assert weather_after and trend_after
+    assert files["weather.csv"] == {"accepted": len(snapshot["weather.csv"]) - weather_after,
+                                    "after_as_of": weather_after}
+    assert files["googletrend.csv"] == {"accepted": len(snapshot["googletrend.csv"]) - trend_after,
+                                        "after_as_of": trend_after}
+    assert metadata["point_in_time"]["mode"] == point_in_time.STRICT
+    assert set(metadata["point_in_time"]["rules"]) == {"sales_rows", "trend", "weather", "lookup_rows_after_as_of"}
+
+
+def test_a_realistic_drop_passes_strict_prepare_with_the_features_of_the_full_snapshot(snapshot, prepare,
+                                                                                       strict_full):
+    drop = realistic(snapshot)
+    metadata, splits = prepare(drop, point_in_time.STRICT)
+    assert metadata["row_counts"]["rejected"] == 0
+    assert all(outcome != "quarantined" for outcomes in metadata["row_counts"]["files"].values()
+               for outcome in outcomes)
+    full_metadata, full_splits = strict_full
+    assert_same_splits(splits, full_splits)
+    assert metadata["vocabularies"] == full_metadata["vocabularies"]
+
+
+def test_the_cli_defaults_to_strict_and_accepts_seed():
+    from rossmann_jobs.prepare import parse_args
+
+    base = ["--raw", "r", "--out", "o", "--as-of", "2015-07-31"]
+    assert parse_args(base).point_in_time == point_in_time.STRICT
+    assert parse_args([*base, "--point-in-time", "seed"]).point_in_time == point_in_time.SEED
