@@ -96,6 +96,15 @@ def write_features(uri: str, test: pd.DataFrame, validation: pd.DataFrame) -> No
     storage.commit(uri, attempt, {})
 
 
+def write_raw_test(uri: str, test: pd.DataFrame) -> str:
+    """The drop's test.csv that the features stand for (predict checks the submission against its Ids)."""
+    raw = pd.DataFrame({"Id": test["Id"], "Store": test["StoreId"], "DayOfWeek": [d.isoweekday() for d in test["Date"]],
+                        "Date": test["Date"].astype(str), "Open": test["Open"], "Promo": 0, "StateHoliday": "0",
+                        "SchoolHoliday": 0})
+    storage.write_bytes(storage.join(uri, "test.csv"), raw.to_csv(index=False).encode())
+    return uri
+
+
 def write_model(uri: str) -> None:
     """The reference architecture (train job's builder, reference defaults), committed like the train job does."""
     from rossmann_jobs.training.model import build_model
@@ -160,6 +169,7 @@ def main() -> int:
     test, validation = frames()
     write_features(features_uri, test, validation)
     write_model(model_uri)
+    raw_uri = write_raw_test(storage.join(workdir, "raw"), test)
     setup_s = time.perf_counter() - started
     open_test_rows = int(test["Open"].ne(0).fillna(True).sum())
     inferred_rows = open_test_rows + len(validation)
@@ -171,7 +181,8 @@ def main() -> int:
     try:
         for label in ("job_cold", "job_warm"):
             start = time.perf_counter()
-            manifest = predict.run(spark, model_uri, features_uri, storage.join(workdir, f"out-{label}"))
+            manifest = predict.run(spark, model_uri, features_uri, storage.join(workdir, f"out-{label}"),
+                                   raw_uri=raw_uri)
             results[label] = {"wall_s": time.perf_counter() - start, "timings_s": manifest["summary"]["timings_s"],
                               "rows": manifest["summary"]["rows"]}
 

@@ -1,26 +1,31 @@
 """Predict job: forecast the test horizon with the trained model; write submission.csv, predictions and a report.
 
-spark-submit rossmann_jobs/predict.py --model URI --features URI --out URI
+spark-submit rossmann_jobs/predict.py --model URI --features URI --raw URI --out URI
 
 --model is a committed train job output (resolved through its _SUCCESS manifest) or a model attempt itself: an
 attempt prefix, or the gate's pinned champion copy of one (same layout: model/, metrics.json). --features is a
-committed prepare job output. The committed attempt under --out holds submission.csv, predictions/ (Parquet, partitioned by split)
-and report/ (index.html + PNG plots). Inference is vectorized: each Python worker loads the model once and
-applies it to whole Arrow batches; nothing but small aggregates and the 2-column submission reaches the driver.
+committed prepare job output, --raw the drop it was prepared from: submission.csv holds exactly one row per Id of
+its test.csv. The committed attempt under --out holds submission.csv, predictions/ (Parquet, partitioned by split;
+test rows with the naive seasonal baseline beside the model's forecast) and report/ (index.html + PNG plots).
+Inference is vectorized: each Python worker loads the model once and applies it to whole Arrow batches; nothing but
+small aggregates and the submission's columns reach the driver.
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from datetime import date
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import (CATEGORICAL_COLS, FEATURE_COLS, LABEL_COL, METADATA_FILE, TEST_DIR,
-                                         VALIDATION_DIR)
+from rossmann_jobs.features.raw_schemas import TEST as RAW_TEST
+from rossmann_jobs.features.spec import (CATEGORICAL_COLS, FEATURE_COLS, LABEL_COL, METADATA_FILE, REJECTED_DIR,
+                                         TEST_DIR, TRAIN_DIR, VALIDATION_DIR)
 from rossmann_jobs.forecast import metrics, report
+from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inference import BroadcastModel
 from rossmann_jobs.forecast.inputs import (DATE_TYPES, FLOAT_TYPES, INTEGER_TYPES, ForecastInputError,
                                            check_columns, check_values, example_rows, feature_types, vocab_sizes)
@@ -30,9 +35,10 @@ from rossmann_jobs.forecast.open_rule import (CLOSED, INVALID, OPEN, OPEN_BLANK,
                                               with_open_status)
 from rossmann_jobs.forecast.predictions import (SPLIT_COL, TEST, VALIDATION, test_predictions,
                                                 validation_predictions)
-from rossmann_jobs.forecast.submission import (check_accounting, check_forecast_values, check_submission_ids,
-                                               check_unique_test_ids, csv_bytes)
+from rossmann_jobs.forecast.submission import (check_accounting, check_forecast_values, check_raw_test_ids,
+                                               check_submission_ids, check_unique_test_ids, csv_bytes)
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
+from rossmann_jobs.prepare import read_text_csv
 from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
 
 log = logging.getLogger("rossmann.predict")
@@ -41,12 +47,16 @@ MODEL_DIR, ARTIFACT_FILE, TRAIN_METRICS_FILE = "model", "artifact.json", "metric
 SUBMISSION_FILE, PREDICTIONS_DIR, REPORT_DIR = "submission.csv", "predictions", "report"
 WORST_STORES = 5
 CANONICAL_KEY_TYPES = {"Id": "int", "StoreId": "int", "Open": "int", "Date": "date", LABEL_COL: "float"}
+# What the baseline is fitted on (features.spec encodes DayOfWeek and Promo as indices, StoreId raw).
+HISTORY_TYPES = {"StoreId": INTEGER_TYPES, "Date": DATE_TYPES, "DayOfWeek": INTEGER_TYPES, "Promo": INTEGER_TYPES,
+                 LABEL_COL: FLOAT_TYPES}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="train job output URI (committed) or a model attempt URI")
     parser.add_argument("--features", required=True, help="prepare job output URI (committed)")
+    parser.add_argument("--raw", required=True, help="the raw drop the features were prepared from (has test.csv)")
     parser.add_argument("--out", required=True, help="output URI; committed atomically")
     return parser.parse_args(argv)
 
@@ -72,17 +82,47 @@ def read_split(spark: SparkSession, uri: str, keys: dict[str, tuple[type, ...]],
     return df, check_values(df, uri, sizes, non_null_keys + FEATURE_COLS)
 
 
-def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int], mappings: dict
-                ) -> tuple[DataFrame, DataFrame, dict[str, int]]:
-    """(test with OpenStatus, validation, row counts), both re-indexed to the model's vocabularies."""
+def read_raw_test_ids(spark: SparkSession, raw_uri: str) -> tuple[DataFrame, str]:
+    """(RawId text + Id int of every data row of the drop's test.csv, its URI); read with the explicit raw schema."""
+    uri = storage.join(raw_uri, RAW_TEST.name)
+    if not storage.exists(uri):
+        raise ForecastInputError(f"{uri}: missing; --raw must be the drop the features were prepared from.")
+    # Read as prepare reads it (text schema by position, header skipped): the Ids prepare saw, BOM or not.
+    rows = read_text_csv(spark, uri, RAW_TEST)
+    return rows.select(F.col("Id").alias("RawId"), F.expr("try_cast(trim(Id) AS INT)").alias("Id")), uri
+
+
+def read_history(spark: SparkSession, features_attempt: str) -> DataFrame:
+    """The prepared train + validation rows (every row dated <= as-of) with the columns the baseline is fitted on."""
+    parts = []
+    for name in (TRAIN_DIR, VALIDATION_DIR):
+        uri = storage.join(features_attempt, name)
+        df = spark.read.parquet(storage.spark_uri(uri))
+        check_columns(df, uri, HISTORY_TYPES)
+        parts.append(df.select(F.col("StoreId").cast("int"), F.col("Date").cast("date"),
+                               F.col("DayOfWeek").cast("int"), F.col("Promo").cast("int"),
+                               F.col(LABEL_COL).cast("float")))
+    return parts[0].unionByName(parts[1])
+
+
+def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int], mappings: dict, as_of: date,
+                raw_ids: DataFrame, raw_test_uri: str) -> tuple[DataFrame, DataFrame, dict[str, int]]:
+    """(test with OpenStatus and the baseline, validation, row counts), both re-indexed to the model's
+    vocabularies; the test split must hold every Id of the raw test.csv."""
     test_uri = storage.join(features_attempt, TEST_DIR)
     test_keys = {"Id": INTEGER_TYPES, "StoreId": INTEGER_TYPES, "Date": DATE_TYPES, "Open": INTEGER_TYPES}
     test, _ = read_split(spark, test_uri, test_keys, ["Id", "StoreId", "Date"], sizes)
     check_unique_test_ids(test, test_uri)
+    check_raw_test_ids(raw_ids, test.select("Id"), raw_test_uri, test_uri, storage.join(features_attempt, REJECTED_DIR))
     validation, validation_rows = read_split(
         spark, storage.join(features_attempt, VALIDATION_DIR),
         {"StoreId": INTEGER_TYPES, "Date": DATE_TYPES, LABEL_COL: FLOAT_TYPES}, ["StoreId", "Date", LABEL_COL], sizes)
-    test = with_open_status(remap_indices(test, mappings))
+    # Fitted before the re-indexing: history and test rows share the prepare output's DayOfWeek/Promo indices.
+    # Materialized once (small: one row per test Id), since the test frame is queried several times below.
+    history = read_history(spark, features_attempt)
+    baseline = (baseline_forecast(test.select("Id", "StoreId", "DayOfWeek", "Promo"), history, end=as_of)
+                .select("Id", BASELINE_COL).localCheckpoint())
+    test = with_open_status(remap_indices(test, mappings)).join(F.broadcast(baseline), "Id", "left")
     status = {row[OPEN_STATUS_COL]: row["count"] for row in test.groupBy(OPEN_STATUS_COL).count().collect()}
     if status.get(INVALID):
         invalid = test.filter(F.col(OPEN_STATUS_COL) == INVALID)
@@ -96,14 +136,14 @@ def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int
     return test, remap_indices(validation, mappings), counts
 
 
-def check_predictions(predictions: DataFrame, test: DataFrame, counts: dict[str, int]) -> None:
-    """Every test row forecast or closed exactly once, Ids as in the input, forecasts finite and positive."""
+def check_predictions(predictions: DataFrame, raw_ids: DataFrame, counts: dict[str, int]) -> None:
+    """Every test row forecast or closed exactly once, Ids as in the raw test.csv, forecasts finite and positive."""
     written = {(row[SPLIT_COL], row[OPEN_STATUS_COL]): row["count"]
                for row in predictions.groupBy(SPLIT_COL, OPEN_STATUS_COL).count().collect()}
     forecast = sum(n for (split, status), n in written.items() if split == TEST and status != CLOSED)
     check_accounting(counts["test"], forecast, written.get((TEST, CLOSED), 0))
     check_accounting(counts["validation"], written.get((VALIDATION, None), 0), 0)
-    check_submission_ids(test.select("Id"), predictions.filter(F.col(SPLIT_COL) == TEST).select("Id"))
+    check_submission_ids(raw_ids.select("Id"), predictions.filter(F.col(SPLIT_COL) == TEST).select("Id"))
     check_forecast_values(predictions.filter((F.col(SPLIT_COL) == VALIDATION) | is_forecast()), FORECAST_COL)
 
 
@@ -139,7 +179,7 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
         storage.write_bytes(storage.join(report_uri, name), data)
 
 
-def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str) -> dict:
+def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *, raw_uri: str) -> dict:
     """The whole job on an existing session; returns the commit manifest."""
     timings: dict[str, float] = {}
     model_attempt, features_attempt = model_attempt_uri(model_uri), storage.committed_uri(features_uri)
@@ -156,6 +196,11 @@ def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str) ->
             raise ForecastInputError(f"{uri}: 'vocabularies' (column -> known values in index order) lacks {missing};"
                                      " needed to check that the model and the features encode values alike")
     sizes = vocab_sizes(metadata, metadata_uri)
+    try:
+        as_of = date.fromisoformat(metadata["as_of"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ForecastInputError(f"{metadata_uri}: 'as_of' must be a YYYY-MM-DD date ({error!r}); the baseline is "
+                                 "fitted on the rows up to it") from None
     mappings = mappings_to_model(metadata["vocabularies"], artifact["vocabularies"])
     if mappings:
         log.warning("features and model vocabularies differ; re-indexing %s (values unknown to the model: %s)",
@@ -166,8 +211,10 @@ def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str) ->
     predictions_uri = storage.join(attempt, PREDICTIONS_DIR)
 
     with stage_progress(spark):
-        with timed("read and check inputs", timings):
-            test, validation, counts = read_inputs(spark, features_attempt, sizes, mappings)
+        with timed("read and check inputs, fit the baseline", timings):
+            raw_ids, raw_test_uri = read_raw_test_ids(spark, raw_uri)
+            test, validation, counts = read_inputs(spark, features_attempt, sizes, mappings, as_of, raw_ids,
+                                                   raw_test_uri)
         with timed("forecast and write predictions", timings):
             model = BroadcastModel(spark, storage.join(model_dir, MODEL_FILE))
             try:
@@ -178,10 +225,10 @@ def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str) ->
                 model.destroy()
         predictions = spark.read.parquet(storage.spark_uri(predictions_uri))
         with timed("check predictions", timings):
-            check_predictions(predictions, test, counts)
+            check_predictions(predictions, raw_ids, counts)
         split = {name: predictions.filter(F.col(SPLIT_COL) == name) for name in (TEST, VALIDATION)}
         with timed("write submission", timings):
-            submission = split[TEST].select("Id", F.col(FORECAST_COL).alias("Sales")).toPandas()
+            submission = split[TEST].select("Id", F.col(FORECAST_COL).alias("Sales"), BASELINE_COL).toPandas()
             storage.write_bytes(storage.join(attempt, SUBMISSION_FILE), csv_bytes(submission))
         with timed("metrics and report", timings):
             validation_rmspe = metrics.overall_rmspe(split[VALIDATION])
@@ -192,12 +239,15 @@ def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str) ->
                            ("of which blank Open (treated as open)", counts["blank_open"]),
                            ("closed rows (Sales 0)", counts["closed"]), ("horizon", metadata.get("test_window")),
                            ("as of", metadata.get("as_of")), ("total forecast sales", float(submission["Sales"].sum())),
+                           ("total naive seasonal baseline sales", float(submission[BASELINE_COL].sum())),
                            ("features", features_attempt), ("model", model_attempt)]
             write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_DIR), run_metrics,
                          model_info(artifact, training_metrics), validation_rmspe)
 
     summary = {"rows": counts, "validation_exp_rmspe": validation_rmspe, "model": model_attempt,
-               "features": features_attempt, "remapped_vocabularies": sorted(mappings), "timings_s": timings}
+               "features": features_attempt, "raw": raw_uri, "as_of": as_of.isoformat(),
+               "horizon": metadata.get("test_window"), "baseline_column": BASELINE_COL,
+               "remapped_vocabularies": sorted(mappings), "timings_s": timings}
     manifest = storage.commit(out_uri, attempt, summary)
     log.info("committed %s: %s", storage.join(out_uri, manifest["attempt"]), summary)
     return manifest
@@ -207,7 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     spark = build_spark_session("rossmann-predict")
     try:
-        run(spark, args.model, args.features, args.out)
+        run(spark, args.model, args.features, args.out, raw_uri=args.raw)
+    except (ForecastInputError, storage.OutputNotCommittedError) as error:
+        # Known input problems: one line that says what to fix, exit 2 (as prepare and train); nothing committed.
+        log.error("predict failed: %s", " ".join(str(error).splitlines()))
+        return 2
     finally:
         spark.stop()
     return 0

@@ -25,7 +25,7 @@ def pick_stores(store_totals: pd.DataFrame, count: int = 4) -> list[int]:
     return [int(ranked[p]) for p in positions]
 
 
-def _png(figure) -> bytes:
+def png_bytes(figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)
@@ -43,10 +43,10 @@ def _actual_vs_forecast(axis, daily: pd.DataFrame, title: str) -> None:
 def overall_plot(daily: pd.DataFrame, rmspe: float | None) -> bytes:
     """Total actual vs forecast sales per day over the validation window."""
     figure, axis = plt.subplots(figsize=(10, 4.5), constrained_layout=True)
-    _actual_vs_forecast(axis, daily, f"All stores, validation window (exp-RMSPE {_fmt(rmspe)})")
+    _actual_vs_forecast(axis, daily, f"All stores, validation window (exp-RMSPE {format_value(rmspe)})")
     axis.set_ylabel("sales per day, all stores")
     axis.legend()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def stores_plot(daily_by_store: pd.DataFrame, store_rmspe: dict[int, float]) -> bytes:
@@ -58,11 +58,11 @@ def stores_plot(daily_by_store: pd.DataFrame, store_rmspe: dict[int, float]) -> 
                                 constrained_layout=True)
     for axis, store in zip(axes.flat, stores):
         daily = daily_by_store[daily_by_store["StoreId"] == store]
-        _actual_vs_forecast(axis, daily, f"Store {store} (exp-RMSPE {_fmt(store_rmspe.get(store))})")
+        _actual_vs_forecast(axis, daily, f"Store {store} (exp-RMSPE {format_value(store_rmspe.get(store))})")
     for axis in list(axes.flat)[len(stores):]:
         axis.axis("off")
     axes.flat[0].legend()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def horizon_plot(daily: pd.DataFrame) -> bytes:
@@ -78,28 +78,28 @@ def horizon_plot(daily: pd.DataFrame) -> bytes:
     axis.set_title("Forecast horizon")
     handles = axis.get_legend_handles_labels()[0] + stores_axis.get_legend_handles_labels()[0]
     axis.legend(handles, [h.get_label() for h in handles], loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
-    return _png(figure)
+    return png_bytes(figure)
 
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}" if abs(value) < 100 else f"{value:,.0f}"
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items())
+        return ", ".join(f"{k}: {format_value(v)}" for k, v in value.items())
     if isinstance(value, (list, tuple)):
-        return " to ".join(_fmt(v) for v in value)
+        return " to ".join(format_value(v) for v in value)
     return "n/a" if value is None else str(value)
 
 
-def _table(rows: list[tuple[str, Any]]) -> str:
-    body = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_fmt(v))}</td></tr>" for k, v in rows)
+def html_table(rows: list[tuple[str, Any]]) -> str:
+    body = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(format_value(v))}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
 
 
 def index_html(title: str, metrics: list[tuple[str, Any]], worst_stores: pd.DataFrame, model_info: list[tuple[str, Any]]
                ) -> str:
     """A self-contained page; the plots are referenced relatively so the folder can be copied anywhere."""
-    worst = _table([(f"Store {int(r.StoreId)}", r.rmspe) for r in worst_stores.itertuples()])
+    worst = html_table([(f"Store {int(r.StoreId)}", r.rmspe) for r in worst_stores.itertuples()])
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}
@@ -107,7 +107,7 @@ th,td{{border:1px solid #ccc;padding:4px 10px;text-align:left}}img{{max-width:10
 <body>
 <h1>{html.escape(title)}</h1>
 <h2>Run metrics</h2>
-{_table(metrics)}
+{html_table(metrics)}
 <h2>Validation window: forecast vs actual, all stores</h2>
 <img src="{OVERALL_PNG}" alt="total forecast vs actual sales per day on the validation window">
 <h2>Validation window: forecast vs actual, selected stores</h2>
@@ -117,6 +117,6 @@ th,td{{border:1px solid #ccc;padding:4px 10px;text-align:left}}img{{max-width:10
 <h2>Stores with the largest validation error (exp-RMSPE)</h2>
 {worst}
 <h2>Model</h2>
-{_table(model_info)}
+{html_table(model_info)}
 </body></html>
 """

@@ -30,6 +30,27 @@ def check_unique_test_ids(test: DataFrame, source: str) -> None:
                                  f"{_examples(duplicates)}. Each test row needs its own Id.")
 
 
+def check_raw_test_ids(raw_ids: DataFrame, test_ids: DataFrame, raw_source: str, test_source: str,
+                       rejected_uri: str) -> None:
+    """Every Id of the raw test.csv (RawId text, Id int) must be in the prepared test split, and nothing else: the
+    submission must answer the whole file, so a row prepare quarantined fails the forecast instead of vanishing."""
+    joined = raw_ids.join(test_ids.select("Id", F.lit(True).alias("prepared")), "Id", "full_outer")
+    missing = joined.filter(F.col("prepared").isNull()).select("Id", "RawId").distinct()
+    extra = joined.filter(F.col("RawId").isNull() & F.col("prepared")).select("Id")
+    counts = {"missing": missing.count(), "extra": extra.count()}
+    if counts["missing"]:
+        examples = [row["RawId"] for row in missing.orderBy(F.col("Id").asc_nulls_first(), "RawId")
+                    .limit(EXAMPLES).collect()]
+        raise ForecastInputError(
+            f"{raw_source}: {counts['missing']} Id(s) are not in the prepared test split {test_source}, e.g. Ids "
+            f"{examples}; the submission needs every one. Prepare quarantined them (or they are dated on or before "
+            f"the as-of date): see the records in {rejected_uri}/, fix the drop and re-run prepare.")
+    if counts["extra"]:
+        raise ForecastInputError(
+            f"{test_source}: {counts['extra']} Id(s) are not in {raw_source}, e.g. Ids {_examples(extra)}: --raw is "
+            "not the drop these features were prepared from.")
+
+
 def check_submission_ids(test_ids: DataFrame, submission_ids: DataFrame) -> None:
     """Submission Ids must equal the test Ids as a set, with no duplicates (one join, one aggregate)."""
     joined = (test_ids.groupBy("Id").agg(F.count(F.lit(1)).alias("in_test"))

@@ -28,6 +28,7 @@ class FeaturesFixture:
     test: pd.DataFrame
     validation: pd.DataFrame
     vocabularies: dict[str, list] = field(default_factory=dict)
+    train: pd.DataFrame | None = None
 
 
 def vocabularies() -> dict[str, list]:
@@ -69,34 +70,71 @@ def make_frames(days: int = 6, seed: int = 0, blank_open: int = 2) -> tuple[pd.D
     return test, validation
 
 
-def write_parquet_parts(frame: pd.DataFrame, uri: str, parts: int = 2) -> None:
+def make_train(starts: tuple[date, ...] = (VALIDATION_START - timedelta(days=40), TEST_START - timedelta(days=20)),
+               days: int = 7, seed: int = 1) -> pd.DataFrame:
+    """Train rows in the prepared schema: one week from each start (the default: one before the baseline's 365-day
+    window of the fixture's as-of date, one inside it)."""
+    rng = np.random.default_rng(seed)
+    train = pd.DataFrame([(s, start + timedelta(days=d)) for start in starts for d in range(days) for s in STORE_IDS],
+                         columns=["StoreId", "Date"])
+    train = pd.concat([train, _feature_block(rng, train, vocabularies())], axis=1)
+    train[LABEL_COL] = np.log(rng.uniform(2000, 12000, size=len(train))).astype(np.float32)
+    train["StoreId"] = train["StoreId"].astype(np.int32)
+    return train
+
+
+def write_parquet_parts(frame: pd.DataFrame, uri: str, parts: int = 2, schema: pa.Schema | None = None) -> None:
     for index, chunk in enumerate(np.array_split(np.arange(len(frame)), parts)):
         buffer = io.BytesIO()
-        pq.write_table(pa.Table.from_pandas(frame.iloc[chunk], preserve_index=False), buffer)
+        pq.write_table(pa.Table.from_pandas(frame.iloc[chunk], schema=schema, preserve_index=False), buffer)
         storage.write_bytes(storage.join(uri, f"part-{index:05d}.parquet"), buffer.getvalue())
 
 
 def write_features(out_uri: str, test: pd.DataFrame, validation: pd.DataFrame,
-                   vocabs: dict[str, list] | None = None) -> FeaturesFixture:
-    """Commit test/validation Parquet + metadata.json under out_uri as the prepare job would."""
+                   vocabs: dict[str, list] | None = None, train: pd.DataFrame | None = None) -> FeaturesFixture:
+    """Commit train/validation/test Parquet + metadata.json under out_uri as the prepare job would (train: none by
+    default)."""
     vocabs = vocabs or vocabularies()
     attempt = storage.new_attempt_uri(out_uri)
     write_parquet_parts(test, storage.join(attempt, TEST_DIR))
     write_parquet_parts(validation, storage.join(attempt, VALIDATION_DIR))
-    write_parquet_parts(validation.head(0), storage.join(attempt, TRAIN_DIR), parts=1)
+    write_parquet_parts(validation.head(0) if train is None else train, storage.join(attempt, TRAIN_DIR), parts=1,
+                        schema=pa.Schema.from_pandas(validation, preserve_index=False))
     metadata = {
         "feature_spec": {"categorical": [{"name": c, "vocab_size": len(vocabs[c]) + 1} for c in CATEGORICAL_COLS],
                          "continuous": list(CONTINUOUS_COLS), "label": LABEL_COL},
         "vocabularies": vocabs, "max_sales": MAX_SALES,
         "row_counts": {"test": len(test), "validation": len(validation)},
         "as_of": str(TEST_START - timedelta(days=1)),
-        "validation_window": [str(validation["Date"].min()), str(validation["Date"].max())],
-        "test_window": [str(test["Date"].min()), str(test["Date"].max())],
+        "validation_window": {"start": str(validation["Date"].min()), "end": str(validation["Date"].max())},
+        "test_window": {"start": str(test["Date"].min()), "end": str(test["Date"].max())},
         "input_checksums": {}, "num_shards": 2,
     }
     storage.write_json(storage.join(attempt, METADATA_FILE), metadata)
     storage.commit(out_uri, attempt, {"rows": metadata["row_counts"]})
-    return FeaturesFixture(out_uri, test, validation, vocabs)
+    return FeaturesFixture(out_uri, test, validation, vocabs,
+                           train=validation.head(0) if train is None else train)
+
+
+def write_raw_test(raw_uri: str, test: pd.DataFrame) -> str:
+    """The drop's test.csv for a prepared test frame (the raw header; only Id matters to predict); returns raw_uri."""
+    raw = pd.DataFrame({"Id": test["Id"], "Store": test["StoreId"], "DayOfWeek": [d.isoweekday() for d in test["Date"]],
+                        "Date": [d.isoformat() for d in test["Date"]], "Open": test["Open"], "Promo": 0,
+                        "StateHoliday": "0", "SchoolHoliday": 0})
+    storage.write_bytes(storage.join(raw_uri, "test.csv"), raw.to_csv(index=False).encode("utf-8"))
+    return raw_uri
+
+
+def expected_baseline(history: pd.DataFrame, rows: pd.DataFrame, end: date, days: int = 365) -> pd.Series:
+    """The naive seasonal baseline computed independently with pandas: exp(median log Sales) of the most specific
+    of (store, day of week, promo), (store, promo), (store), all rows with history in (end - days, end]."""
+    window = history[(history["Date"] > end - timedelta(days=days)) & (history["Date"] <= end)]
+    out = pd.Series(np.nan, index=rows.index)
+    for keys in (["StoreId", "DayOfWeek", "Promo"], ["StoreId", "Promo"], ["StoreId"]):
+        medians = window.groupby(keys)[LABEL_COL].median().rename("m").reset_index()
+        found = rows[keys].merge(medians, on=keys, how="left")["m"].to_numpy()
+        out = out.fillna(pd.Series(found, index=rows.index))
+    return np.exp(out.fillna(window[LABEL_COL].median()).astype(float))
 
 
 def build_model(vocabs: dict[str, list], seed: int = 7):

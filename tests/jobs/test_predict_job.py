@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ import pytest
 import pyspark
 from rossmann_jobs import predict, storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
+from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.inputs import ForecastInputError
 from rossmann_jobs.forecast.report import HORIZON_PNG, INDEX_HTML, OVERALL_PNG, STORES_PNG
 
@@ -40,17 +42,19 @@ def read_predictions(attempt: str, split: str) -> pd.DataFrame:
                      ignore_index=True)
 
 
-def committed_inputs(root: str, test: pd.DataFrame, validation: pd.DataFrame) -> SimpleNamespace:
-    """A committed features output and a committed model for it under root."""
-    features = predict_fixtures.write_features(storage.join(root, "features"), test, validation)
+def committed_inputs(root: str, test: pd.DataFrame, validation: pd.DataFrame,
+                     train: pd.DataFrame | None = None) -> SimpleNamespace:
+    """A committed features output, the raw drop's test.csv and a committed model for it under root."""
+    features = predict_fixtures.write_features(storage.join(root, "features"), test, validation, train=train)
+    raw = predict_fixtures.write_raw_test(storage.join(root, "raw"), test)
     model, model_uri = predict_fixtures.build_model(features.vocabularies), storage.join(root, "model")
     predict_fixtures.write_model(model_uri, features.vocabularies, features.uri, model=model)
-    return SimpleNamespace(root=root, features=features, model=model, model_uri=model_uri)
+    return SimpleNamespace(root=root, features=features, raw=raw, model=model, model_uri=model_uri)
 
 
 def run_job(spark, inputs: SimpleNamespace) -> SimpleNamespace:
     out_uri = storage.join(inputs.root, "out")
-    manifest = predict.run(spark, inputs.model_uri, inputs.features.uri, out_uri)
+    manifest = predict.run(spark, inputs.model_uri, inputs.features.uri, out_uri, raw_uri=inputs.raw)
     attempt = storage.committed_uri(out_uri)
     return SimpleNamespace(
         **vars(inputs), manifest=manifest, attempt=attempt,
@@ -62,7 +66,8 @@ def run_job(spark, inputs: SimpleNamespace) -> SimpleNamespace:
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     test, validation = predict_fixtures.make_frames(days=8, blank_open=3)
-    return committed_inputs(str(tmp_path_factory.mktemp("predict-job")), test, validation)
+    return committed_inputs(str(tmp_path_factory.mktemp("predict-job")), test, validation,
+                            predict_fixtures.make_train())
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +113,29 @@ def test_forecasts_are_the_models_predictions_for_the_right_rows(job):
     assert len(got_val) == len(validation)
     np.testing.assert_allclose(got_val["SalesForecast"], got_val["expected"], rtol=1e-4)
     np.testing.assert_allclose(got_val["SalesActual"], got_val["actual"], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_test_predictions_carry_the_naive_seasonal_baseline(job):
+    """Fitted on the prepared rows of the 365 days up to the as-of date (train + validation), independently
+    recomputed; closed days 0 like the model's forecast; validation rows have none."""
+    test, validation = job.features.test, job.features.validation
+    as_of = predict_fixtures.TEST_START - timedelta(days=1)
+    history = pd.concat([job.features.train, validation], ignore_index=True)
+    assert history["Date"].min() <= as_of - timedelta(days=365)   # some train rows lie before the window
+    expected = predict_fixtures.expected_baseline(history, test, as_of)
+    assert not np.allclose(expected, predict_fixtures.expected_baseline(validation, test, as_of))
+    got = job.test_predictions.merge(pd.DataFrame({"Id": test["Id"], "expected": expected}), on="Id",
+                                     validate="one_to_one")
+    closed = got["OpenStatus"] == "closed"
+    assert closed.any() and (~closed).any()
+    assert (got.loc[closed, BASELINE_COL] == 0).all()
+    np.testing.assert_allclose(got.loc[~closed, BASELINE_COL], got.loc[~closed, "expected"], rtol=1e-5)
+    assert got.loc[~closed, BASELINE_COL].nunique() > 3   # the per-key medians, not one fallback value
+    assert job.validation_predictions[BASELINE_COL].isna().all()
+    summary = job.manifest["summary"]
+    assert summary["as_of"] == as_of.isoformat() and summary["raw"] == job.raw
+    assert summary["horizon"] == {"start": str(test["Date"].min()), "end": str(test["Date"].max())}
 
 
 @pytest.mark.slow
@@ -174,7 +202,7 @@ def test_model_with_other_vocabularies_gets_reindexed_features(inputs, spark, tm
     model = predict_fixtures.build_model(model_vocabs, seed=11)
     model_uri, out_uri = str(tmp_path / "champion"), str(tmp_path / "out")
     predict_fixtures.write_model(model_uri, model_vocabs, model=model)
-    manifest = predict.run(spark, model_uri, features.uri, out_uri)
+    manifest = predict.run(spark, model_uri, features.uri, out_uri, raw_uri=inputs.raw)
     assert manifest["summary"]["remapped_vocabularies"] == ["Store"]
 
     # Encode Store independently, from the raw StoreId and the model's vocabulary.
@@ -186,10 +214,11 @@ def test_model_with_other_vocabularies_gets_reindexed_features(inputs, spark, tm
     np.testing.assert_allclose(got.loc[forecast, "SalesForecast"], got.loc[forecast, "expected"], rtol=1e-4)
 
 
-def _broken_features(root: Path, mutate) -> str:
+def _broken_features(root: Path, mutate) -> tuple[str, str]:
+    """(features URI, raw drop URI): the drop's test.csv as it was, the prepared test split mutated."""
     test, validation = predict_fixtures.make_frames(days=2, seed=3)
-    test = mutate(test)
-    return predict_fixtures.write_features(str(root / "features"), test, validation).uri
+    raw = predict_fixtures.write_raw_test(str(root / "raw"), test)
+    return predict_fixtures.write_features(str(root / "features"), mutate(test.copy()), validation).uri, raw
 
 
 def _set_row(column: str, value):
@@ -207,15 +236,61 @@ def _set_row(column: str, value):
 ], ids=["duplicate-id", "invalid-open", "index-out-of-range", "missing-column"])
 def test_bad_input_fails_clearly_and_commits_nothing(inputs, spark, tmp_path, mutate, message):
     out_uri = str(tmp_path / "out")
-    features_uri = _broken_features(tmp_path, mutate)
+    features_uri, raw_uri = _broken_features(tmp_path, mutate)
     with pytest.raises(ForecastInputError, match=message):
-        predict.run(spark, inputs.model_uri, features_uri, out_uri)
+        predict.run(spark, inputs.model_uri, features_uri, out_uri, raw_uri=raw_uri)
     assert not storage.exists(storage.join(out_uri, storage.MANIFEST_NAME))
+
+
+class _KeepOpen:
+    """The test session behind main(): its `finally: spark.stop()` must not stop the shared session."""
+
+    def __init__(self, spark):
+        self._spark = spark
+
+    def __getattr__(self, name):
+        return getattr(self._spark, name)
+
+    def stop(self):
+        pass
+
+
+def test_raw_test_id_missing_from_the_prepared_split_fails_with_exit_2(inputs, spark, tmp_path, monkeypatch, caplog):
+    """prepare quarantined one test.csv row: the forecast would silently lack its Id, so predict refuses."""
+    test, validation = predict_fixtures.make_frames(days=2, seed=4)
+    raw_uri = predict_fixtures.write_raw_test(str(tmp_path / "raw"), test)
+    lost = int(test["Id"].iloc[5])
+    features_uri = predict_fixtures.write_features(str(tmp_path / "features"), test.drop(index=test.index[5]),
+                                                   validation).uri
+    out_uri = str(tmp_path / "out")
+    with pytest.raises(ForecastInputError) as error:
+        predict.run(spark, inputs.model_uri, features_uri, out_uri, raw_uri=raw_uri)
+    message = str(error.value)
+    assert message.startswith(f"{raw_uri}/test.csv: 1 Id(s) are not in the prepared test split")
+    assert f"e.g. Ids ['{lost}']" in message and f"{storage.committed_uri(features_uri)}/rejected/" in message
+    assert not storage.exists(storage.join(out_uri, storage.MANIFEST_NAME))
+
+    monkeypatch.setattr(predict, "build_spark_session", lambda name: _KeepOpen(spark))
+    caplog.set_level("ERROR", logger="rossmann.predict")
+    argv = ["--model", inputs.model_uri, "--features", features_uri, "--raw", raw_uri, "--out", out_uri]
+    assert predict.main(argv) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.name == "rossmann.predict" and r.levelname == "ERROR"]
+    assert "\n" not in line and line.startswith("predict failed: ") and f"['{lost}']" in line
+    assert not storage.exists(storage.join(out_uri, storage.MANIFEST_NAME))
+
+
+def test_prepared_ids_not_in_the_raw_test_csv_mean_another_drop(inputs, spark, tmp_path):
+    test, validation = predict_fixtures.make_frames(days=2, seed=4)
+    raw_uri = predict_fixtures.write_raw_test(str(tmp_path / "raw"), test.iloc[1:])
+    features_uri = predict_fixtures.write_features(str(tmp_path / "features"), test, validation).uri
+    with pytest.raises(ForecastInputError, match=r"1 Id\(s\) are not in .*test\.csv.*--raw is not the drop"):
+        predict.run(spark, inputs.model_uri, features_uri, str(tmp_path / "out"), raw_uri=raw_uri)
 
 
 def test_uncommitted_model_is_refused(inputs, spark, tmp_path):
     with pytest.raises(storage.OutputNotCommittedError, match="neither a committed train output"):
-        predict.run(spark, str(tmp_path / "no-model"), inputs.features.uri, str(tmp_path / "out"))
+        predict.run(spark, str(tmp_path / "no-model"), inputs.features.uri, str(tmp_path / "out"),
+                    raw_uri=inputs.raw)
 
 
 @pytest.mark.slow
@@ -238,7 +313,7 @@ def test_spark_submit_cli(job, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
     command = [str(JOBS_BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                str(REPO_ROOT / "rossmann_jobs" / "predict.py"),
-               "--model", job.model_uri, "--features", job.features.uri, "--out", out_uri]
+               "--model", job.model_uri, "--features", job.features.uri, "--raw", job.raw, "--out", out_uri]
     completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     output = completed.stdout + completed.stderr  # spark-submit sends the Python driver's stderr to stdout
     assert completed.returncode == 0, output[-4000:]

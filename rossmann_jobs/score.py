@@ -1,0 +1,140 @@
+"""Scoring job: score past forecasts on the actual sales of a later drop; records, summary.json and a report.
+
+spark-submit rossmann_jobs/score.py --raw URI --as-of D --forecasts URI --out URI
+
+--raw is the drop for D (its train.csv holds the actual sales up to D), --forecasts a JSON list of forecast records
+(as_of < D, run_id, run_key, predictions_uri: a committed predict attempt's predictions/). Under the scores root
+--out it writes, each as one object (one PUT): <D0>/<run key>/<D>.json per forecast (overall, per lead day and per
+store exp-RMSPE of the model and the baseline, with row counts; status "pending" while no actual is known), then
+summary.json (the latest record per forecast) and report/index.html. Re-running with the same inputs rewrites the
+same bytes. Scoring rules: rossmann_jobs/forecast/scoring.py.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from datetime import date
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from rossmann_jobs import storage
+from rossmann_jobs.features.raw_schemas import TRAIN
+from rossmann_jobs.features.validate import parse_columns
+from rossmann_jobs.forecast import score_records, score_report, scoring
+from rossmann_jobs.forecast.baseline import BASELINE_COL
+from rossmann_jobs.forecast.metrics import FORECAST_COL
+from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST
+from rossmann_jobs.forecast.score_records import ScoringInputError
+from rossmann_jobs.prepare import read_text_csv
+from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
+
+log = logging.getLogger("rossmann.score")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--raw", required=True, help="the drop for the scoring date (train.csv = actuals)")
+    parser.add_argument("--as-of", required=True, type=date.fromisoformat, help="the scoring date D (YYYY-MM-DD)")
+    parser.add_argument("--forecasts", required=True, help="URI of the JSON list of forecast records to score")
+    parser.add_argument("--out", required=True, help="scores root URI")
+    return parser.parse_args(argv)
+
+
+def read_forecast(spark: SparkSession, record: dict) -> DataFrame:
+    """A forecast's test-split predictions as scoring.FORECAST_COLUMNS (baseline null if predict wrote none)."""
+    uri = record["predictions_uri"]
+    if not storage.exists(storage.join(uri, f"{SPLIT_COL}={TEST}")):
+        raise ScoringInputError(f"forecast {score_records.forecast_key(record)}: {uri} has no {SPLIT_COL}={TEST}/ "
+                                "predictions (a re-run of its predict task replaced that attempt?): re-run the "
+                                "run's publish_forecast task so the registry names its committed attempt.")
+    df = spark.read.parquet(storage.spark_uri(uri)).filter(F.col(SPLIT_COL) == TEST)
+    baseline = F.col(BASELINE_COL) if BASELINE_COL in df.columns else F.lit(None)
+    return df.select(F.lit(score_records.forecast_key(record)).alias(scoring.KEY_COL),
+                     F.lit(date.fromisoformat(record["as_of"])).alias(scoring.AS_OF_COL),
+                     F.col("StoreId").cast("int"), F.col("Date").cast("date"),
+                     F.col(FORECAST_COL).cast("double"), baseline.cast("double").alias(BASELINE_COL))
+
+
+def read_actuals(spark: SparkSession, raw_uri: str, after: date, through: date) -> DataFrame:
+    """The drop's train.csv parsed as prepare parses it (explicit schema), reduced to scoreable actuals."""
+    uri = storage.join(raw_uri, TRAIN.name)
+    if not storage.exists(uri):
+        raise ScoringInputError(f"{uri}: missing; --raw must be the drop for the scoring date")
+    return scoring.actual_sales(parse_columns(read_text_csv(spark, uri, TRAIN), TRAIN), after, through)
+
+
+def collect_by_key(df: DataFrame, renames: dict[str, str] | None = None) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for row in df.collect():
+        values = row.asDict()
+        key = values.pop(scoring.KEY_COL)
+        out.setdefault(key, []).append({(renames or {}).get(k, k): v for k, v in values.items()})
+    return out
+
+
+def run(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_uri: str, out_uri: str) -> dict | None:
+    """The whole job on an existing session; returns summary.json's content (None when there is nothing to score)."""
+    forecasts = score_records.check_forecast_list(storage.read_json(forecasts_uri), forecasts_uri, scoring_date)
+    if not forecasts:
+        log.info("%s lists no forecast: nothing to score", forecasts_uri)
+        return None
+    timings: dict[str, float] = {}
+    with stage_progress(spark):
+        with timed("read forecasts and actuals", timings):
+            frames = [read_forecast(spark, record) for record in forecasts]
+            predictions = frames[0]
+            for frame in frames[1:]:
+                predictions = predictions.unionByName(frame)
+            first_as_of = min(date.fromisoformat(record["as_of"]) for record in forecasts)
+            actuals = read_actuals(spark, raw_uri, first_as_of, scoring_date)
+        with timed("score", timings):
+            horizons = {row[scoring.KEY_COL]: {"start": row[scoring.HORIZON_START_COL].isoformat(),
+                                               "end": row[scoring.HORIZON_END_COL].isoformat()}
+                        for row in scoring.horizons(predictions).collect()}
+            scored = scoring.scored_rows(predictions, actuals, scoring_date).cache()
+            try:
+                overall = collect_by_key(scoring.score_table(scored, []))
+                by_lead = collect_by_key(scoring.score_table(scored, [scoring.LEAD_COL]),
+                                         {scoring.LEAD_COL: "lead_day"})
+                by_store = collect_by_key(scoring.score_table(scored, ["StoreId"]), {"StoreId": "store"})
+            finally:
+                scored.unpersist()
+
+    entries = {}
+    for forecast in forecasts:
+        key = score_records.forecast_key(forecast)
+        record = score_records.forecast_record(forecast, scoring_date, raw_uri, horizons.get(key),
+                                               (overall.get(key) or [None])[0], by_lead.get(key, []),
+                                               by_store.get(key, []))
+        record_uri = storage.join(out_uri, score_records.record_path(forecast, scoring_date))
+        storage.write_json(record_uri, record)
+        entries[key] = score_records.summary_entry(record, record_uri)
+        log.info("forecast %s scored with %s: %s %s", key, scoring_date, record["status"], record["overall"])
+    # Written after the records it summarizes, and merged with the previous one (the records of earlier dates).
+    summary_uri = storage.join(out_uri, score_records.SUMMARY_FILE)
+    previous = storage.read_json(summary_uri) if storage.exists(summary_uri) else None
+    summary = score_records.merge_summary(previous, entries)
+    storage.write_json(summary_uri, summary)
+    storage.write_bytes(storage.join(out_uri, score_records.REPORT_DIR, score_report.INDEX_HTML),
+                        score_report.index_html(summary))
+    log.info("scores for %s: %s (timings %s)", scoring_date, summary["overall"], timings)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = build_spark_session("rossmann-score")
+    try:
+        run(spark, args.raw, args.as_of, args.forecasts, args.out)
+    except ScoringInputError as error:
+        log.error("score failed: %s", " ".join(str(error).splitlines()))
+        return 2
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""The scoring branch's Airflow-side helpers: registry URIs, which forecasts a drop can score, the XCom summary."""
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import pytest
+from rossmann import scoring
+from rossmann.publication import forecast_registry_record
+from rossmann.uris import forecast_record_key, forecast_record_uri, plan_run_uris
+
+HISTORY = "s3://b/forecast/history"
+
+
+class MemoryS3:
+    """The few S3Hook calls the helpers make, on a dict of s3://bucket/key -> text."""
+
+    def __init__(self, objects: dict[str, str] | None = None):
+        self.objects = dict(objects or {})
+
+    def check_for_key(self, key, bucket):
+        return f"s3://{bucket}/{key}" in self.objects
+
+    def read_key(self, key, bucket):
+        return self.objects[f"s3://{bucket}/{key}"]
+
+    def load_string(self, text, key, bucket, replace=False):
+        self.objects[f"s3://{bucket}/{key}"] = text
+
+    def list_keys(self, bucket_name, prefix):
+        start = f"s3://{bucket_name}/"
+        return [uri[len(start):] for uri in self.objects if uri.startswith(start + prefix)]
+
+
+def record(as_of: str, run: str, start: str, end: str) -> dict:
+    return {"as_of": as_of, "run_id": run, "run_key": run, "predictions_uri": f"s3://b/runs/{as_of}/{run}/p",
+            "horizon_start": start, "horizon_end": end}
+
+
+def entry(scoring_date: str, end: str) -> dict:
+    return {"scoring_date": scoring_date, "horizon": {"start": "2015-08-01", "end": end}, "status": "scored"}
+
+
+def test_plan_names_the_registry_record_scores_and_the_run_scoped_list():
+    plan = plan_run_uris("rossmann", date(2015, 8, 3), "scheduled__2015-08-03T00:00:00+00:00")
+    key = "scheduled__2015-08-03T00_00_00_00_00"
+    assert plan["forecast_history"] == "s3://rossmann/forecast/history"
+    assert plan["forecast_record"] == f"s3://rossmann/forecast/history/2015-08-03/{key}.json"
+    assert plan["scores"] == "s3://rossmann/forecast/scores"
+    assert plan["scores_summary"] == "s3://rossmann/forecast/scores/summary.json"
+    assert plan["scores_report"] == "s3://rossmann/forecast/scores/report/index.html"
+    assert plan["scoring_forecasts"] == f"s3://rossmann/runs/2015-08-03/{key}/scoring/forecasts.json"
+
+
+def test_registry_record_names_round_trip_and_other_objects_are_ignored():
+    uri = forecast_record_uri(HISTORY, "2015-07-31", "manual__x")
+    assert uri == f"{HISTORY}/2015-07-31/manual__x.json"
+    assert forecast_record_key(uri) == ("2015-07-31", "manual__x")
+    for other in (f"{HISTORY}/2015-07-31/manual__x.json.tmp", f"{HISTORY}/2015-7-31/r.json",
+                  f"{HISTORY}/2015-02-30/r.json", f"{HISTORY}/notes.txt", f"{HISTORY}/2015-07-31/.json"):
+        assert forecast_record_key(other) is None, other
+
+
+@pytest.mark.parametrize("scoring_date, scored_on, end, finished", [
+    ("2015-09-20", "2015-09-17", "2015-09-17", True),    # scored through the horizon's end by an earlier drop
+    ("2015-09-20", "2015-09-19", "2015-09-17", True),
+    ("2015-09-17", "2015-09-17", "2015-09-17", False),   # a re-run of the date that finished it re-scores it
+    ("2015-09-20", "2015-09-16", "2015-09-17", False),   # its last day has no score yet
+    ("2015-09-10", "2015-09-18", "2015-09-17", False),   # a backfill of an earlier date: scored as of that date
+])
+def test_a_forecast_is_finished_once_an_earlier_drop_scored_its_whole_horizon(scoring_date, scored_on, end,
+                                                                              finished):
+    assert scoring.finished_before(entry(scored_on, end), scoring_date) is finished
+    assert scoring.finished_before(None, scoring_date) is False
+
+
+def test_candidates_are_earlier_forecasts_not_yet_finished():
+    uris = [forecast_record_uri(HISTORY, day, run) for day, run in
+            [("2015-08-01", "r1"), ("2015-07-31", "r2"), ("2015-08-03", "r3"), ("2015-08-04", "r4"),
+             ("2015-06-01", "old")]] + [f"{HISTORY}/README"]
+    summary = {"forecasts": {"2015-06-01/old": entry("2015-07-20", "2015-07-19"),
+                             "2015-07-31/r2": entry("2015-08-02", "2015-09-17")}}
+    assert scoring.candidate_uris(uris, "2015-08-03", summary) == [
+        f"{HISTORY}/2015-07-31/r2.json", f"{HISTORY}/2015-08-01/r1.json"]
+    assert len(scoring.candidate_uris(uris, "2015-08-03", None)) == 3
+
+
+def test_selection_keeps_forecasts_made_before_the_date_whose_horizon_started():
+    records = [record("2015-08-02", "b", "2015-08-03", "2015-09-19"), record("2015-08-02", "a", "2015-08-03",
+                                                                             "2015-09-19"),
+               record("2015-07-31", "c", "2015-08-05", "2015-09-17"),   # its horizon starts later
+               record("2015-08-03", "d", "2015-08-04", "2015-09-20")]   # made on the scoring date itself
+    chosen = scoring.select_forecasts(records, "2015-08-03")
+    assert [(r["as_of"], r["run_id"]) for r in chosen] == [("2015-08-02", "a"), ("2015-08-02", "b")]
+    assert scoring.select_forecasts(records, "2015-08-02") == []
+
+
+def test_find_writes_the_list_and_returns_its_uri_or_none_when_empty():
+    plan = plan_run_uris("b", date(2015, 8, 3), "run3")
+    hook = MemoryS3({forecast_record_uri(HISTORY, "2015-08-01", "run1"):
+                     json.dumps(record("2015-08-01", "run1", "2015-08-02", "2015-09-18")),
+                     forecast_record_uri(HISTORY, "2015-08-03", "run3"):
+                     json.dumps(record("2015-08-03", "run3", "2015-08-04", "2015-09-20"))})
+    assert scoring.find_forecasts_to_score(hook, plan) == plan["scoring_forecasts"]
+    assert [r["run_id"] for r in json.loads(hook.objects[plan["scoring_forecasts"]])] == ["run1"]
+    again = scoring.find_forecasts_to_score(hook, plan)            # a re-run: same list
+    assert again == plan["scoring_forecasts"]
+
+    earlier = plan_run_uris("b", date(2015, 8, 1), "run1")
+    assert scoring.find_forecasts_to_score(hook, earlier) is None   # nothing before it: the branch is skipped
+    assert json.loads(hook.objects[earlier["scoring_forecasts"]]) == []
+
+
+def test_registry_record_carries_what_the_scoring_job_needs():
+    forecast = {"as_of": "2015-07-31", "run_id": "manual__2015-07-31T00:00:00+00:00", "predictions_uri": "s3://p",
+                "submission_uri": "s3://s", "report_uri": "s3://r", "model_uri": "s3://m"}
+    out = forecast_registry_record(forecast, {"horizon": {"start": "2015-08-01", "end": "2015-09-17"}})
+    assert out == {"as_of": "2015-07-31", "run_id": forecast["run_id"], "run_key": "manual__2015-07-31T00_00_00_00_00",
+                   "predictions_uri": "s3://p", "submission_uri": "s3://s", "report_uri": "s3://r",
+                   "horizon_start": "2015-08-01", "horizon_end": "2015-09-17"}
+    with pytest.raises(ValueError, match="no horizon"):
+        forecast_registry_record(forecast, {"rows": {}})
+
+
+def test_compact_summary_compares_model_and_baseline_and_names_the_newest_forecast():
+    plan = plan_run_uris("b", date(2015, 8, 5), "run5")
+    scored = {"as_of": "2015-08-02", "run_id": "r2", "scoring_date": "2015-08-05", "status": "scored",
+              "days_scored": 3, "rows": 30, "model_exp_rmspe": 0.1, "baseline_exp_rmspe": 0.2, "by_lead_day": []}
+    older = {**scored, "as_of": "2015-08-01", "run_id": "r1", "days_scored": 4, "rows": 40}
+    pending = {**scored, "as_of": "2015-08-04", "run_id": "r4", "status": "pending", "rows": 0,
+               "model_exp_rmspe": None, "baseline_exp_rmspe": None}
+    summary = {"forecasts": {"2015-08-01/r1": older, "2015-08-02/r2": scored, "2015-08-04/r4": pending},
+               "pending": ["2015-08-04/r4"], "scored_through": "2015-08-05",
+               "overall": {"forecasts_scored": 2, "rows": 70, "model_exp_rmspe": 0.1, "baseline_exp_rmspe": 0.2}}
+    compact = scoring.compact_summary(summary, plan)
+    assert compact["beats_baseline"] is True and compact["pending"] == 1 and compact["rows"] == 70
+    assert compact["newest"]["as_of"] == "2015-08-02" and compact["newest"]["days_scored"] == 3
+    assert compact["summary_uri"] == plan["scores_summary"] and compact["scoring_date"] == "2015-08-05"
+    json.dumps(compact)   # XCom and the asset's extra must be plain JSON
