@@ -1,8 +1,8 @@
 """
 ### Rossmann store-sales forecast: daily retrain and forecast
 
-`plan_run` → `wait_for_raw_drop` → `prepare_features` → `train_model` → `read_train_metrics` → `quality_gate`
-→ `predict` → `publish_forecast`
+`plan_run` → `wait_for_raw_drop` → `prepare_features` → `find_champion` → `train_model` → `read_train_metrics`
+→ `quality_gate` → `predict` → `publish_forecast`
 
 * **Data arrival**: the day's raw drop lands under `s3://<bucket>/raw/<as_of>/` (the 7 Rossmann CSV files, then a
   `_SUCCESS` marker written last). The sensor waits for the marker in *reschedule* mode (it frees its worker slot
@@ -12,13 +12,26 @@
 * **Jobs**: three `spark-submit`s (prepare, train with Horovod-on-Spark, predict). Every job output is
   run-scoped (`s3://<bucket>/runs/<as_of>/<run_id>/…`) and committed atomically with a `_SUCCESS` manifest;
   tasks pass only these URIs through XCom.
-* **Quality gate**: the new model is promoted to champion (`s3://<bucket>/models/champion.json`) when there is no
-  champion yet or its validation exp_rmspe ≤ champion's × (1 + `promotion_tolerance`); a re-run of the champion's
-  own run must be strictly better. The champion is an immutable copy of the committed model attempt. Predict always
-  uses the champion, so a worse model never reaches the forecast.
+* **Quality gate (backfill = backtest)**: champions are kept per as-of date
+  (`s3://<bucket>/models/champions/history/<as_of>.json`); the *champion as of D* is the record with the greatest
+  as-of date ≤ D, so a model trained on later data never forecasts an earlier date. `find_champion` hands it to the
+  train job (`--champion-model`), which scores the new model, that champion (vocabularies re-mapped) and a naive
+  seasonal baseline (median Sales per store × weekday × promo) on the same validation rows. The new model is
+  promoted when it beats the baseline and there is no champion as of D or its exp_rmspe ≤ champion's ×
+  (1 + `promotion_tolerance`); a re-run of the champion's own run must be strictly better. Otherwise the champion as
+  of D forecasts; with none, the run fails (no model beats the baseline). The champion is an immutable copy of the
+  committed model attempt; `models/champion.json` points at the newest as-of date's champion.
 * **Output**: `publish_forecast` writes `s3://<bucket>/forecast/latest.json` (pointing at `submission.csv` and the
   report) unless it holds a newer as-of date's forecast (a backfill never hides it), and updates the
   `rossmann_forecast` asset for data-aware downstream DAGs (extra `latest`: whether the pointer holds this run's).
+  Every published forecast (backfills too) is registered at `s3://<bucket>/forecast/history/<as_of>/<run>.json`.
+* **Scoring** (after the drop, beside the forecast branch): the drop for D holds the actual sales up to D, so
+  `find_forecasts_to_score` lists the registered forecasts as of dates before D whose horizon has started (skipping
+  those already scored through their horizon's end), `score_forecasts` (spark-submit) scores them and the naive
+  seasonal baseline on the same rows (exp-RMSPE overall, per lead day, per store) into
+  `s3://<bucket>/forecast/scores/` (records, `summary.json`, `report/index.html`), and `publish_scores` updates the
+  `rossmann_forecast_scores` asset. With nothing to score the two scoring tasks are skipped. Re-runs rewrite the same
+  objects.
 
 Connections: `spark_default` (master; extra `spark_conf` for cluster-wide Spark settings) and `aws_default`
 (credentials, extra `endpoint_url` for MinIO/moto). Bucket: environment variable `ROSSMANN_BUCKET` (default
@@ -36,6 +49,7 @@ from rossmann.spark_submit import RossmannSparkSubmitOperator
 
 BUCKET = os.environ.get("ROSSMANN_BUCKET", "rossmann")
 FORECAST_ASSET = Asset(name="rossmann_forecast", uri=f"s3://{BUCKET}/forecast/latest.json")
+SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=f"s3://{BUCKET}/forecast/scores/summary.json")
 DEFAULT_JOBS_ROOT = str(Path(__file__).resolve().parents[1])
 JOBS_ROOT = "{{ var.value.get('rossmann_jobs_root', '%s') }}" % DEFAULT_JOBS_ROOT
 PY_FILES = "{{ var.value.get('rossmann_py_files', '') }}"
@@ -53,8 +67,9 @@ PARAMS = {
     "learning_rate": Param(1e-4, type="number", exclusiveMinimum=0, maximum=1, title="Base learning rate",
                            description="Scaled by the number of Horovod processes inside the train job."),
     "promotion_tolerance": Param(0.0, type="number", minimum=-1.0, maximum=1.0, title="Promotion tolerance",
-                                 description="Promote if new val exp_rmspe <= champion's x (1 + tolerance). "
-                                             "Negative values demand an improvement; -1 freezes the champion."),
+                                 description="Promote if the new model beats the naive baseline and its val "
+                                             "exp_rmspe <= champion's x (1 + tolerance), on the same rows. Negative "
+                                             "values demand an improvement; -1 freezes the champion."),
     "raw_drop_timeout_s": Param(6 * 3600, type="integer", minimum=10, maximum=7 * 24 * 3600,
                                 title="Raw drop timeout (s)",
                                 description="How long the sensor waits for the day's _SUCCESS marker."),
@@ -114,6 +129,14 @@ def rossmann_forecast():
         return plan_run_uris(BUCKET, as_of, dag_run.run_id)
 
     @task
+    def find_champion(plan: dict[str, str]) -> dict:
+        """The champion as of the run's date (history record with the greatest as-of <= it), for train to score."""
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+        from rossmann.steps import find_champion as champion_as_of
+
+        return champion_as_of(S3Hook(aws_conn_id="aws_default"), plan)
+
+    @task
     def read_train_metrics(plan: dict[str, str]) -> dict:
         """The committed model's metrics.json, reduced to the numbers the gate and the UI need."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
@@ -121,10 +144,11 @@ def rossmann_forecast():
 
         return scored_model(S3Hook(aws_conn_id="aws_default"), plan)
 
-    # One gate at a time across runs: the champion pointer's read-compare-write must not interleave.
+    # One gate at a time across runs: the champion history's read-compare-write must not interleave.
     @task(max_active_tis_per_dag=1)
     def quality_gate(plan: dict[str, str], metrics: dict, params=None, dag_run=None) -> dict:
-        """Promote the new model (pinned copy) if it is not worse than the champion; predict uses the champion."""
+        """Promote the new model (pinned copy) if it beats the baseline and is not worse than the champion as of the
+        date, on the same rows; predict uses the champion as of the date after the decision."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
         from rossmann.steps import apply_quality_gate
 
@@ -145,6 +169,25 @@ def rossmann_forecast():
                                                "latest": latest}
         return forecast
 
+    # Skips the scoring tasks when no registered forecast can be scored with this drop yet.
+    @task.short_circuit
+    def find_forecasts_to_score(plan: dict[str, str]) -> str | None:
+        """Write the list of published forecasts this run's drop can score; its URI, None (skip) when empty."""
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+        from rossmann import scoring
+
+        return scoring.find_forecasts_to_score(S3Hook(aws_conn_id="aws_default"), plan)
+
+    @task(outlets=[SCORES_ASSET])
+    def publish_scores(plan: dict[str, str], outlet_events=None) -> dict:
+        """The scores summary reduced to a few numbers (model vs baseline), as XCom and the scores asset's extra."""
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+        from rossmann import scoring
+
+        compact = scoring.publish_scores(S3Hook(aws_conn_id="aws_default"), plan)
+        outlet_events[SCORES_ASSET].extra = compact
+        return compact
+
     plan = plan_run()
     wait_for_raw_drop = RawDropSensor(
         task_id="wait_for_raw_drop",
@@ -157,19 +200,29 @@ def rossmann_forecast():
         "--raw", plan["raw"], "--out", plan["features"], "--as-of", plan["as_of"],
         "--sample-rate", "{{ params.sample_rate }}", "--seed", "{{ params.seed }}",
     ], driver_memory="2g")  # the full Rossmann history's vocabularies and accounting need more than the 1g default
+    champion = find_champion(plan)
     train = spark_job("train_model", "train.py", [
         "--features", plan["features"], "--out", plan["model"],
         "--num-proc", "{{ params.num_proc }}", "--epochs", "{{ params.epochs }}",
         "--batch-size", "{{ params.batch_size }}", "--learning-rate", "{{ params.learning_rate }}",
+        "--champion-model", champion["champion_model_uri"],   # "" when there is no champion as of the date
     ])
     metrics = read_train_metrics(plan)
     gate = quality_gate(plan, metrics)
     predict = spark_job("predict", "predict.py", [
-        "--model", gate["champion_model_uri"], "--features", plan["features"], "--out", plan["predictions"],
+        "--model", gate["champion_model_uri"], "--features", plan["features"], "--raw", plan["raw"],
+        "--out", plan["predictions"],
     ])
     published = publish_forecast(plan, gate)
+    to_score = find_forecasts_to_score(plan)
+    # Needs only the drop and the registry: it never waits for this run's training.
+    score = spark_job("score_forecasts", "score.py", [
+        "--raw", plan["raw"], "--as-of", plan["as_of"], "--forecasts", to_score, "--out", plan["scores"],
+    ])
+    wait_for_raw_drop >> to_score
+    score >> publish_scores(plan)
 
-    wait_for_raw_drop >> prepare >> train >> metrics
+    wait_for_raw_drop >> prepare >> champion >> train >> metrics
     predict >> published
 
 

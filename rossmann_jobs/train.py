@@ -2,11 +2,14 @@
 
 spark-submit rossmann_jobs/train.py --features URI --out URI [--num-proc N] [--epochs E] [--batch-size B]
     [--learning-rate LR] [--resume/--no-resume] [--hidden-units 1000,1000,1000,500] [--embedding-dim 10]
+    [--champion-model URI]
 
 Each Horovod rank streams its own Parquet shard from the store; nothing is collected to the driver. Rank 0 writes a
 checkpoint to <out>/checkpoints/ every epoch; a re-run of the same --out resumes from it (unless --no-resume).
 Fault injection for tests: ROSSMANN_TRAIN_KILL_AFTER_EPOCH=K makes the last rank SIGKILL itself after epoch K's
 checkpoint, on a run that started fresh (a run that resumed from a checkpoint ignores it; inert when unset).
+After training, the driver scores the committed model, the --champion-model (if any) and the naive seasonal baseline
+on the validation rows (training/gate_scores.py): metrics.json `gate_scores`, the quality gate's input.
 """
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ from rossmann_jobs import storage
 from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
 from rossmann_jobs.training import checkpoint, report
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
+from rossmann_jobs.training.gate_scores import gate_scores
 from rossmann_jobs.training.params import TrainParams
+from rossmann_jobs.training.splits import train_statistics
 from rossmann_jobs.training.worker import WorkerConfig, train_fn
 
 log = logging.getLogger("rossmann.train")
@@ -49,6 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="resume from <out>/checkpoints/ if a checkpoint is there (default: yes)")
     parser.add_argument("--hidden-units", default=",".join(map(str, defaults.hidden_units)))
     parser.add_argument("--embedding-dim", type=int, default=defaults.embedding_dim)
+    parser.add_argument("--champion-model", default="",
+                        help="the champion to score beside the new model on the same validation rows: a model attempt "
+                             "or train output URI (empty: there is no champion)")
     args = parser.parse_args(argv)
     for name in ("epochs", "batch_size", "embedding_dim"):
         if getattr(args, name) < 1:
@@ -125,13 +133,19 @@ def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
                              prefix_output_with_timestamp=True)
 
 
-def write_outputs(attempt: str, features: FeatureSet, summary: dict[str, Any], params: TrainParams,
-                  num_proc: int, timings: dict[str, float]) -> None:
-    storage.write_bytes(storage.join(attempt, "model", "model.h5"), storage.read_bytes(summary["best_model"]))
+def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> str:
+    """The best model and its description into the attempt; returns the model file's URI (what gets scored)."""
+    model_file = storage.join(attempt, "model", "model.h5")
+    storage.write_bytes(model_file, storage.read_bytes(summary["best_model"]))
     storage.write_json(storage.join(attempt, "model", "artifact.json"),
                        report.artifact_description(features, summary, params))
+    return model_file
+
+
+def write_metrics(attempt: str, summary: dict[str, Any], params: TrainParams, num_proc: int,
+                  timings: dict[str, float], scores: dict[str, Any]) -> None:
     storage.write_json(storage.join(attempt, "metrics.json"),
-                       report.metrics_document(summary, params, num_proc, timings))
+                       {**report.metrics_document(summary, params, num_proc, timings), "gate_scores": scores})
     storage.write_bytes(storage.join(attempt, "training_curves.png"),
                         report.training_curves_png(summary["history"], summary["best_epoch"]))
 
@@ -155,11 +169,14 @@ def main(argv: list[str] | None = None) -> int:
             log.info("--no-resume: removing old checkpoints under %s", checkpoints)
             storage.delete_prefix(checkpoints)
         kill_after = os.environ.get(KILL_AFTER_EPOCH_ENV)
+        with timed("train statistics", timings):
+            start = train_statistics(spark, features.train_files)
         config = WorkerConfig(train_units=train_units, validation_units=validation_units,
                               vocab_sizes=features.vocab_sizes, max_sales=features.max_sales,
                               params=params.to_dict(), checkpoint_root=checkpoints,
                               features_attempt=features.attempt_uri, resume=args.resume,
-                              kill_after_epoch=int(kill_after) if kill_after else None)
+                              kill_after_epoch=int(kill_after) if kill_after else None,
+                              start=start)
         log.info("training on %s (%d train files, %d rows) with %d Horovod processes, %d epochs, batch %d/rank",
                  features.attempt_uri, len(features.train_files), sum(u.rows for u in train_units), num_proc,
                  params.epochs, params.batch_size)
@@ -176,13 +193,16 @@ def main(argv: list[str] | None = None) -> int:
         for shard in summary["ranks"]:
             log.info("rank %d trained on %d rows from %d files in Spark executor dir %s (host %s)", shard["rank"],
                      shard["train_rows"], len(shard["train_files"]), shard["executor_dir"], shard["host"])
-        with timed("write outputs", timings):
-            attempt = storage.new_attempt_uri(args.out)
-            write_outputs(attempt, features, summary, params, num_proc, timings)
-            storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
-                                               "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
-                                               "horovod_size": summary["horovod_size"],
-                                               "epochs_run": len(summary["history"])})
+        attempt = storage.new_attempt_uri(args.out)
+        with timed("write model", timings):
+            model_file = write_model(attempt, features, summary, params)
+        with stage_progress(spark, interval_s=60), timed("gate scores", timings):
+            scores = gate_scores(spark, features, model_file, args.champion_model)
+        write_metrics(attempt, summary, params, num_proc, timings, scores)
+        storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
+                                           "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
+                                           "horovod_size": summary["horovod_size"],
+                                           "epochs_run": len(summary["history"]), "gate_scores": scores})
         log.info("committed %s: best epoch %s, val exp_rmspe %.5f", attempt, summary["best_epoch"],
                  summary["best_val_exp_rmspe"])
     except (FeatureDataError, storage.OutputNotCommittedError) as error:

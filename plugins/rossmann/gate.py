@@ -1,46 +1,96 @@
-"""The champion/challenger quality gate: whether a newly trained model replaces the current champion (pure)."""
+"""The champion/challenger quality gate: which champion serves an as-of date; does a new model replace it (pure)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
+
+from rossmann.uris import record_as_of
+
+
+class ScoredChampionError(RuntimeError):
+    """The champion as of the run's date is not the model the train job scored on its validation rows."""
+
+
+def champion_record_as_of(record_uris: Iterable[str], as_of: str) -> str | None:
+    """The history record with the greatest as-of date <= as_of (YYYY-MM-DD); None if there is none.
+
+    A champion promoted for a later date never serves an earlier one: it was trained on data the earlier date
+    could not have seen. Objects not named like a record are ignored.
+    """
+    dated = [(day, uri) for uri in record_uris if (day := record_as_of(uri)) is not None and day <= as_of]
+    return max(dated)[1] if dated else None
 
 
 def promotion_threshold(champion_score: float, tolerance: float) -> float:
-    """The worst validation exp_rmspe a challenger may have and still count as "not worse" than the champion."""
+    """The worst exp_rmspe a challenger may have and still count as "not worse" than the champion."""
     return champion_score * (1.0 + tolerance)
 
 
-def decide_promotion(candidate_score: float, champion: dict[str, Any] | None, tolerance: float, *,
-                     run_id: str | None = None, model_attempt_uri: str | None = None) -> dict[str, Any]:
-    """Promote when there is no usable champion or candidate <= champion * (1 + tolerance); lower exp_rmspe wins.
+def _finite(score: Any) -> bool:
+    return score is not None and math.isfinite(float(score))
 
-    A non-finite candidate score is never promoted; tolerance < 0 demands a relative improvement of at least -tolerance.
-    Re-runs never churn the champion: the committed model attempt that already is champion is kept as is, and a
-    re-run of the champion's own run (same data, same params) must be strictly better to replace it.
+
+def _fmt(score: Any) -> str:
+    return f"{float(score):.5f}" if _finite(score) else str(score)
+
+
+def decide_promotion(scores: dict[str, Any], champion: dict[str, Any] | None, tolerance: float, *,
+                     run_id: str | None = None, model_attempt_uri: str | None = None) -> dict[str, Any]:
+    """Promote iff the challenger is finite, strictly better than the naive baseline, and there is no champion or
+    challenger <= champion x (1 + tolerance); every score is exp_rmspe on the train job's same validation rows.
+
+    `scores` is the train job's metrics.json `gate_scores` (challenger, champion, baseline, validation_rows,
+    champion_model_uri); `champion` the champion record as of the run's date (None: there is none). A score
+    measured on other rows (the champion record's own val_exp_rmspe) is never used. Re-runs never churn the
+    champion: the committed model attempt that already is champion is kept as is, and a re-run of the champion's
+    own run (same data, same params) must be strictly better to replace it. Raises ScoredChampionError when a
+    comparison with the champion is needed but the train job scored another model (or none).
     """
-    champion_score = None if champion is None else champion.get("val_exp_rmspe")
+    challenger, baseline, champion_score = scores.get("challenger"), scores.get("baseline"), scores.get("champion")
+    rows = f"on the same {scores.get('validation_rows')} validation rows"
+    versus_baseline = f"challenger {_fmt(challenger)} vs naive seasonal baseline {_fmt(baseline)}"
     threshold = None
-    if not math.isfinite(candidate_score):
-        promoted, reason = False, f"candidate val exp_rmspe is {candidate_score}, not a finite number"
-    elif champion_score is None or not math.isfinite(float(champion_score)):
-        promoted, reason = True, "no champion with a finite score yet"
-    elif model_attempt_uri is not None and champion.get("source_model_uri") == model_attempt_uri:
+    if not _finite(challenger):
+        promoted, reason = False, f"challenger exp_rmspe is {challenger}, not a finite number"
+    elif model_attempt_uri is not None and champion is not None and (
+            champion.get("source_model_uri") == model_attempt_uri):
         promoted, reason = False, f"this committed model ({model_attempt_uri}) already is the champion"
+    elif not _finite(baseline):
+        promoted, reason = False, (f"the naive baseline's exp_rmspe is {baseline}: the challenger cannot be shown "
+                                   "to beat it")
+    elif not float(challenger) < float(baseline):
+        promoted, reason = False, f"{versus_baseline} {rows}: the challenger does not beat the baseline"
+    elif champion is None:
+        promoted, reason = True, (f"{versus_baseline} {rows}: beats the baseline, and there is no champion as of "
+                                  "this date")
     else:
-        threshold = promotion_threshold(float(champion_score), tolerance)
-        promoted = candidate_score <= threshold
-        relation = "<=" if promoted else ">"
-        reason = (f"candidate {candidate_score:.5f} {relation} champion {float(champion_score):.5f} x "
-                  f"(1 + {tolerance:g}) = {threshold:.5f}")
-        if run_id is not None and champion.get("run_id") == run_id:
-            strictly_better = candidate_score < float(champion_score)
-            promoted = promoted and strictly_better
-            reason += (f"; a re-run of the champion's run {run_id} must also be strictly better: "
-                       f"it is{'' if strictly_better else ' not'}")
+        scored = scores.get("champion_model_uri") or None
+        if scored != champion.get("model_uri"):
+            raise ScoredChampionError(
+                f"the champion as of this date is {champion.get('model_uri')} (as of {champion.get('as_of')}), but "
+                f"the train job scored {scored or 'no champion'} on its validation rows: the champion changed after "
+                "find_champion ran. Clear find_champion and the tasks after it, so that train_model scores the "
+                "current champion on the same rows.")
+        if not _finite(champion_score):
+            promoted, reason = True, (f"{versus_baseline} {rows}: beats the baseline; the champion's exp_rmspe on "
+                                      f"these rows is {champion_score}, not a finite number")
+        else:
+            threshold = promotion_threshold(float(champion_score), tolerance)
+            promoted = float(challenger) <= threshold
+            relation = "<=" if promoted else ">"
+            reason = (f"{versus_baseline} {rows}: beats the baseline; challenger {_fmt(challenger)} {relation} "
+                      f"champion {_fmt(champion_score)} x (1 + {tolerance:g}) = {threshold:.5f}")
+            if run_id is not None and champion.get("run_id") == run_id:
+                strictly_better = float(challenger) < float(champion_score)
+                promoted = promoted and strictly_better
+                reason += (f"; a re-run of the champion's run {run_id} must also be strictly better: "
+                           f"it is{'' if strictly_better else ' not'}")
     return {
         "promoted": promoted,
-        "candidate_val_exp_rmspe": candidate_score,
-        "champion_val_exp_rmspe": None if champion_score is None else float(champion_score),
+        "candidate_val_exp_rmspe": None if challenger is None else float(challenger),
+        "champion_val_exp_rmspe": None if champion is None or champion_score is None else float(champion_score),
+        "baseline_val_exp_rmspe": None if baseline is None else float(baseline),
+        "validation_rows": scores.get("validation_rows"),
         "tolerance": tolerance,
         "threshold": threshold,
         "reason": reason,

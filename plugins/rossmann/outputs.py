@@ -33,6 +33,13 @@ def write_json(hook, uri: str, obj: Any) -> None:
     hook.load_string(json.dumps(obj, indent=2, sort_keys=True), key, bucket, replace=True)
 
 
+def list_uris(hook, prefix_uri: str) -> list[str]:
+    """The s3:// URIs of the objects under prefix_uri/ (every page of the listing)."""
+    bucket, key = _bucket_key(prefix_uri)
+    prefix = f"{key.rstrip('/')}/"
+    return [f"s3://{bucket}/{name}" for name in hook.list_keys(bucket_name=bucket, prefix=prefix) or []]
+
+
 def read_manifest(hook, out_uri: str) -> dict[str, Any]:
     """`<out>/_SUCCESS`: the committed attempt (relative to out) and the files it holds."""
     manifest_uri = f"{out_uri.rstrip('/')}/{MANIFEST_NAME}"
@@ -72,4 +79,6 @@ def train_summary(metrics: dict[str, Any], metrics_uri: str) -> dict[str, Any]:
         "stopped_early": metrics.get("stopped_early"),
         "samples_per_s": metrics.get("mean_samples_per_second"),
         "horovod_size": metrics.get("horovod_size"),
+        # exp_rmspe of challenger, champion and naive baseline on the same validation rows: what the gate compares.
+        "gate_scores": metrics.get("gate_scores"),
     }

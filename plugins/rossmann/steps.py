@@ -5,13 +5,17 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from rossmann.gate import decide_promotion
-from rossmann.outputs import (committed_attempt_uri, copy_files, exists, read_json, read_manifest, read_pointer,
-                              train_summary, write_json)
-from rossmann.publication import replaces_latest
-from rossmann.uris import pinned_model_uri
+from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
+from rossmann.outputs import (committed_attempt_uri, copy_files, exists, list_uris, read_json, read_manifest,
+                              read_pointer, train_summary, write_json)
+from rossmann.publication import forecast_registry_record, replaces_latest
+from rossmann.uris import pinned_model_uri, record_as_of
 
 log = logging.getLogger("rossmann.quality_gate")
+
+
+class NoModelError(RuntimeError):
+    """No model may forecast the run's date: the challenger was not promoted and there is no champion as of it."""
 
 
 def scored_model(hook, plan: dict[str, str]) -> dict[str, Any]:
@@ -22,37 +26,100 @@ def scored_model(hook, plan: dict[str, str]) -> dict[str, Any]:
     return {**summary, "model_uri": plan["model"], "model_attempt_uri": attempt, "metrics_uri": metrics_uri}
 
 
+def champion_as_of(hook, plan: dict[str, str]) -> dict[str, Any] | None:
+    """The champion as of the run's date: the history record with the greatest as-of date <= it (None: none)."""
+    record_uri = champion_record_as_of(list_uris(hook, plan["champion_history"]), plan["as_of"])
+    return None if record_uri is None else read_json(hook, record_uri)
+
+
+def scored_champion(hook, plan: dict[str, str], scores: dict[str, Any],
+                    current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The champion record the train job scored beside its challenger (None: it scored none).
+
+    The gate decides against what was compared on the same rows. Backfill runs of other dates may promote
+    champions while this run trains; a champion as of this date that appeared since is then not the one scored,
+    and the scored one (still a champion as of an earlier date <= this one) is looked up in the history by its
+    model URI. Raises ScoredChampionError when the scored champion's record is gone (replaced by a later
+    promotion for the same as-of date).
+    """
+    scored_uri = scores.get("champion_model_uri") or None
+    if scored_uri is None:
+        return None
+    if current is not None and current.get("model_uri") == scored_uri:
+        return current
+    for record_uri in list_uris(hook, plan["champion_history"]):
+        if record_as_of(record_uri) is not None and record_as_of(record_uri) <= plan["as_of"]:
+            record = read_json(hook, record_uri)
+            if record.get("model_uri") == scored_uri:
+                return record
+    raise ScoredChampionError(
+        f"the train job scored the champion {scored_uri}, but no champion record as of {plan['as_of']} names it "
+        f"any more (a later promotion for the same date replaced it): clear find_champion and the tasks after it, "
+        "so that train_model scores the current champion on the same rows.")
+
+
+def find_champion(hook, plan: dict[str, str]) -> dict[str, Any]:
+    """What the train job scores beside its challenger: the champion as of the run's date ("" model URI: none)."""
+    champion = champion_as_of(hook, plan)
+    if champion is None:
+        log.info("no champion as of %s: the challenger only has to beat the naive baseline", plan["as_of"])
+        return {"as_of": plan["as_of"], "champion_model_uri": "", "champion_as_of": None, "champion_run_id": None}
+    log.info("champion as of %s: %s (promoted for as-of %s, run %s)", plan["as_of"], champion["model_uri"],
+             champion["as_of"], champion["run_id"])
+    return {"as_of": plan["as_of"], "champion_model_uri": champion["model_uri"], "champion_as_of": champion["as_of"],
+            "champion_run_id": champion["run_id"]}
+
+
 def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tolerance: float,
                        run_id: str) -> dict[str, Any]:
-    """Promote the scored model if it is not worse than the champion; returns the decision and the champion after.
+    """Promote the scored model if it beats the naive baseline and is not worse than the champion as of the run's
+    date (all on the train job's validation rows); returns the decision and the model that forecasts the date.
 
-    A promoted model is pinned: its committed attempt is copied under `models/champions/` and champion.json names
-    the copy, so re-running the champion's run (which re-commits its model output) never changes the champion's
-    weights under the same pointer. Writing champion.json (one PUT) is the commit; a crash before it leaves only
-    an unreferenced copy.
+    A promoted model is pinned: its committed attempt is copied under `models/champions/` and the history record
+    `models/champions/history/<as_of>.json` names the copy, so re-running the champion's run (which re-commits its
+    model output) never changes the champion's weights under the same record. Writing the record (one PUT) is the
+    commit; a crash before it leaves only an unreferenced copy. `models/champion.json` then follows the record
+    unless it points at a later as-of date's champion (a backfill never replaces it).
     """
     manifest = read_manifest(hook, plan["model"])
     candidate = f"{plan['model']}/{manifest['attempt']}"
     if candidate != metrics["model_attempt_uri"]:
         raise RuntimeError(f"{plan['model']} now commits {candidate}, but read_train_metrics scored "
                            f"{metrics['model_attempt_uri']}: clear read_train_metrics and the tasks after it.")
-    champion = read_pointer(hook, plan["champion"])
-    decision = decide_promotion(metrics["best_val_exp_rmspe"], champion, tolerance, run_id=run_id,
-                                model_attempt_uri=candidate)
+    scores = metrics.get("gate_scores")
+    if not scores:
+        raise ValueError(f"{metrics['metrics_uri']} has no gate_scores (challenger, champion and baseline on the same "
+                         "validation rows): it was written by an older train job. Clear train_model and the tasks "
+                         "after it.")
+    current = champion_as_of(hook, plan)
+    champion = scored_champion(hook, plan, scores, current)
+    decision = decide_promotion(scores, champion, tolerance, run_id=run_id, model_attempt_uri=candidate)
     if decision["promoted"]:
         pinned = pinned_model_uri(plan["champion_models"], candidate)
         copy_files(hook, candidate, pinned, manifest["files"])
         champion = {"model_uri": pinned, "source_model_uri": candidate,
-                    "val_exp_rmspe": metrics["best_val_exp_rmspe"], "features_uri": plan["features"],
-                    "run_id": run_id, "as_of": plan["as_of"], "promoted_at": datetime.now(timezone.utc).isoformat()}
-        write_json(hook, plan["champion"], champion)
+                    "val_exp_rmspe": metrics["best_val_exp_rmspe"], "gate_scores": scores,
+                    "features_uri": plan["features"], "run_id": run_id, "as_of": plan["as_of"],
+                    "promoted_at": datetime.now(timezone.utc).isoformat()}
+        write_json(hook, plan["champion_record"], champion)
+        if replaces_latest(plan["as_of"], read_pointer(hook, plan["champion"])):
+            write_json(hook, plan["champion"], champion)
+    elif champion is None and current is not None:
+        # Train scored no champion, but a concurrent run (a backfill of an earlier date) promoted one as of this
+        # date since: it was trained on data up to its own date <= this one, so it may forecast this date.
+        champion = current
     elif champion is None:
-        raise ValueError(f"No champion model exists and this run's model was not promoted "
-                         f"({decision['reason']}): there is no model to forecast with.")
-    log.info("quality gate: %s -> %s; champion is %s", decision["reason"],
-             "PROMOTED" if decision["promoted"] else "KEPT", champion["model_uri"])
+        raise NoModelError(f"No model trained on data up to {plan['as_of']} beats the naive baseline: this run's "
+                           f"model was not promoted ({decision['reason']}) and there is no champion as of "
+                           f"{plan['as_of']}, so there is no model to forecast with. Train longer or with other "
+                           "params and re-run.")
+    log.info("quality gate: %s -> %s; %s forecasts as-of %s with %s (champion as of %s)", decision["reason"],
+             "PROMOTED" if decision["promoted"] else "KEPT",
+             "the promoted challenger" if decision["promoted"] else "the champion", plan["as_of"],
+             champion["model_uri"], champion["as_of"])
     return {**decision, "candidate_model_uri": candidate, "champion_model_uri": champion["model_uri"],
-            "champion_run_id": champion["run_id"]}
+            "champion_run_id": champion["run_id"], "champion_as_of": champion["as_of"],
+            "forecast_model": "challenger" if decision["promoted"] else "champion"}
 
 
 def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: str) -> tuple[dict[str, Any], bool]:
@@ -75,6 +142,10 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     if missing:
         raise FileNotFoundError(f"The committed predict output lacks {missing}: the predict job's output "
                                 "contract is in docs/ARCHITECTURE.md")
+    # Every published forecast is registered, backfills included, so later drops can score it (one PUT; a re-run
+    # replaces the run's own record).
+    write_json(hook, plan["forecast_record"], forecast_registry_record(forecast, summary))
+    forecast["record_uri"] = plan["forecast_record"]
     current = read_pointer(hook, plan["forecast_pointer"])
     if not replaces_latest(plan["as_of"], current):
         log.warning("forecast for as-of %s committed at %s; %s keeps the newer as-of %s forecast (run %s)",

@@ -5,6 +5,8 @@ import re
 from datetime import date
 
 RAW_MARKER = "_SUCCESS"
+SCORES_SUMMARY = "summary.json"   # written by rossmann_jobs/score.py under the scores root
+HISTORY_SUFFIX = ".json"
 
 
 def run_key(run_id: str) -> str:
@@ -28,11 +30,50 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
         "model": f"{run_root}/model",
         "predictions": f"{run_root}/predictions",
         "champion": f"{root}/models/champion.json",
+        "champion_history": f"{root}/models/champions/history",
+        "champion_record": champion_record_uri(f"{root}/models/champions/history", day),
         "champion_models": f"{root}/models/champions/{day}/{run_key(run_id)}",
         "forecast_pointer": f"{root}/forecast/latest.json",
+        "forecast_history": f"{root}/forecast/history",
+        "forecast_record": forecast_record_uri(f"{root}/forecast/history", day, run_key(run_id)),
+        "scores": f"{root}/forecast/scores",
+        "scores_summary": f"{root}/forecast/scores/{SCORES_SUMMARY}",
+        "scores_report": f"{root}/forecast/scores/report/index.html",
+        "scoring_forecasts": f"{run_root}/scoring/forecasts.json",
     }
 
 
 def pinned_model_uri(champion_models_uri: str, model_attempt_uri: str) -> str:
     """Where the gate keeps its immutable copy of a promoted model attempt: one folder per attempt id."""
     return f"{champion_models_uri.rstrip('/')}/{model_attempt_uri.rstrip('/').rsplit('/', 1)[-1]}"
+
+
+def champion_record_uri(history_uri: str, as_of: str) -> str:
+    """The champion record promoted for one as-of date: `<history>/<YYYY-MM-DD>.json` (a later promotion for the
+    same date replaces it)."""
+    return f"{history_uri.rstrip('/')}/{as_of}{HISTORY_SUFFIX}"
+
+
+def record_as_of(record_uri: str) -> str | None:
+    """The as-of date a history record is named after; None for any other object under the history prefix."""
+    name = record_uri.rstrip("/").rsplit("/", 1)[-1]
+    day = name[:-len(HISTORY_SUFFIX)] if name.endswith(HISTORY_SUFFIX) else ""
+    try:
+        parsed = date.fromisoformat(day).isoformat()
+    except ValueError:
+        return None
+    return parsed if parsed == day else None   # only the exact name champion_record_uri writes
+
+
+def forecast_record_uri(history_uri: str, as_of: str, key: str) -> str:
+    """A published forecast's registry record: `<history>/<YYYY-MM-DD>/<run key>.json` (a re-run replaces it)."""
+    return f"{history_uri.rstrip('/')}/{as_of}/{key}{HISTORY_SUFFIX}"
+
+
+def forecast_record_key(record_uri: str) -> tuple[str, str] | None:
+    """(as_of, run key) of a registry record URI; None for any other object under the history prefix."""
+    parts = record_uri.rstrip("/").rsplit("/", 2)
+    if len(parts) < 3 or not parts[2].endswith(HISTORY_SUFFIX) or record_as_of(parts[1] + HISTORY_SUFFIX) is None:
+        return None
+    key = parts[2][:-len(HISTORY_SUFFIX)]
+    return (parts[1], key) if key and re.fullmatch(r"[A-Za-z0-9._-]+", key) else None

@@ -19,7 +19,8 @@ from typing import Any
 
 from rossmann_jobs.training import checkpoint, schedule
 from rossmann_jobs.training.feature_set import ParquetUnit, rank_units
-from rossmann_jobs.training.model import build_model, exp_rmspe_sums_tf, make_optimizer, rmspe_from_sums
+from rossmann_jobs.training.model import (TrainStatistics, build_model, exp_rmspe_sums_tf, make_optimizer,
+                                          rmspe_from_sums)
 from rossmann_jobs.training.params import TrainParams
 from rossmann_jobs.training.shard_input import eval_chunks, split_label, steps_per_epoch, train_dataset
 
@@ -38,6 +39,7 @@ class WorkerConfig:
     features_attempt: str
     resume: bool
     kill_after_epoch: int | None = None   # fault injection for tests; None = inert
+    start: TrainStatistics | None = None  # train-split statistics the untrained model starts from
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
 
@@ -70,7 +72,7 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
     # Seeded initial weights (rank 0's are broadcast) and per-rank dropout: a re-run on the same features
     # reproduces the model, so a cleared-and-re-run train task is idempotent up to float round-off.
     tf.keras.utils.set_random_seed(params.seed + rank)
-    model = build_model(config.vocab_sizes, config.max_sales, params)
+    model = build_model(config.vocab_sizes, config.max_sales, params, config.start)
     optimizer = make_optimizer(params, model.trainable_variables)
     # Rank 0 decides (fresh start or checkpoint); every rank starts from its weights, slots and bookkeeping.
     state = hvd.broadcast_object(_initial_state(config, params, model, optimizer, rank, size), root_rank=0)

@@ -1,26 +1,40 @@
 """The whole DAG through `airflow dags test` on the embedded stack: real moto S3 server, real spark-submit of the
-prepare/train/predict jobs, 2 Horovod processes. One run per logical date feeds many assertions; the first run is
-then cleared and every task of it re-run in place (idempotency)."""
+prepare/train/predict/score jobs, 2 Horovod processes, realistic daily drops (only what is known on each date).
+One run per logical date feeds many assertions: the first run (2015-07-31), then a backfill of the three days
+before it in date order (a rolling-origin backtest: each forecast must use a model trained on data up to its own
+date, never the later first run's champion, and each run scores the earlier days' forecasts against its drop's
+actuals); then the first run is cleared and every task of it re-run in place (idempotency)."""
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
 import math
 import subprocess
 
 import pytest
-from stack_helpers import AIRFLOW_PYTHON, DAG_ID, FIRST_DATE, REPO_ROOT, SMALL_RUN_CONF, TASKS, run_dag
+from stack_helpers import (AIRFLOW_PYTHON, DAG_ID, FIRST_DATE, REPO_ROOT, SCORING_TASKS, SMALL_RUN_CONF, TASKS,
+                           run_dag)
 
 pytestmark = pytest.mark.slow
 
-EARLIER_DATE = "2015-06-30"  # a backfill-style run: must not see July's sales
+BACKFILL_DATES = ["2015-07-28", "2015-07-29", "2015-07-30"]   # the three days before FIRST_DATE, run after it
+# On the middle day a negative tolerance demands a 99 % improvement: the gate must keep the champion as of that day.
+KEEP_CHAMPION_DATE = BACKFILL_DATES[1]
+# SMALL_RUN_CONF trains for 2 epochs: far from converged, but a model that learns is far below this (an untrained or
+# saturated one is around 1 or above), and it must beat the naive baseline for the gate to promote it at all.
+LEARNED_VAL_EXP_RMSPE = 0.5
 
 
 @pytest.fixture(scope="module")
-def earlier_run(dag_test_stack, first_run):
-    # A negative tolerance demands a 99 % improvement: the gate must keep the first run's champion.
-    return run_dag(dag_test_stack, EARLIER_DATE, {**SMALL_RUN_CONF, "promotion_tolerance": -0.99})
+def backfill_runs(dag_test_stack, first_run):
+    """The days before the first run, in date order, like `airflow backfill create` with one active run."""
+    runs = {}
+    for day in BACKFILL_DATES:
+        tolerance = {"promotion_tolerance": -0.99} if day == KEEP_CHAMPION_DATE else {}
+        runs[day] = run_dag(dag_test_stack, day, {**SMALL_RUN_CONF, **tolerance})
+    return runs
 
 
 def committed_attempt(stack, out_uri: str) -> str:
@@ -42,7 +56,11 @@ def parquet_dates(stack, prefix_uri: str) -> list[str]:
 def test_every_task_succeeds_once(first_run):
     tasks = first_run["summary"]["tasks"]
     assert sorted(tasks) == sorted(TASKS)
-    assert all("success" in info["state"] for info in tasks.values()), tasks
+    # The stack's first run: no earlier forecast to score, so the short-circuit skips the scoring tasks.
+    assert {task: info["state"] for task, info in tasks.items() if task in SCORING_TASKS} == {
+        task: "skipped" for task in SCORING_TASKS}
+    assert all("success" in info["state"] for task, info in tasks.items() if task not in SCORING_TASKS), tasks
+    assert first_run["summary"]["xcom"].get("find_forecasts_to_score") is None
 
 
 def test_plan_xcom_holds_run_scoped_uris(dag_test_stack, first_run):
@@ -88,7 +106,11 @@ def test_first_model_becomes_champion(dag_test_stack, first_run):
     xcom = first_run["summary"]["xcom"]
     plan, metrics, gate = xcom["plan_run"], xcom["read_train_metrics"], xcom["quality_gate"]
     assert gate["promoted"] is True and gate["champion_val_exp_rmspe"] is None
-    assert gate["candidate_val_exp_rmspe"] == pytest.approx(metrics["best_val_exp_rmspe"])
+    assert gate["candidate_val_exp_rmspe"] == pytest.approx(metrics["gate_scores"]["challenger"])
+    # A model that learned, and beat the naive seasonal baseline on the same validation rows.
+    assert gate["candidate_val_exp_rmspe"] < LEARNED_VAL_EXP_RMSPE
+    assert gate["candidate_val_exp_rmspe"] < gate["baseline_val_exp_rmspe"]
+    assert gate["validation_rows"] > 0 and gate["champion_as_of"] == FIRST_DATE
     assert "quality gate:" in first_run["output"] and "PROMOTED" in first_run["output"]
     # The champion is pinned: an immutable copy of exactly the committed attempt's files, which predict uses.
     attempt = committed_attempt(dag_test_stack, plan["model"])
@@ -146,43 +168,129 @@ def test_s3_secret_never_reaches_logs_xcom_or_rendered_fields(dag_test_stack, fi
     assert "_HOROVOD_SECRET_KEY" not in output
 
 
-def test_earlier_run_trains_only_on_data_up_to_its_as_of_date(dag_test_stack, first_run, earlier_run):
-    for run, as_of in ((first_run, FIRST_DATE), (earlier_run, EARLIER_DATE)):
+def test_every_run_trains_only_on_data_up_to_its_as_of_date(dag_test_stack, first_run, backfill_runs):
+    for as_of, run in {FIRST_DATE: first_run, **backfill_runs}.items():
         plan = run["summary"]["xcom"]["plan_run"]
         attempt = committed_attempt(dag_test_stack, plan["features"])
         train_dates = parquet_dates(dag_test_stack, f"{attempt}/train")
         validation_dates = parquet_dates(dag_test_stack, f"{attempt}/validation")
-        # Max date equals as_of: the cut-off is exact, not merely conservative (the drop has data until 07-31).
+        test_dates = parquet_dates(dag_test_stack, f"{attempt}/test")
+        # Max date equals as_of: the realistic drop holds sales up to as_of, and the cut-off is exact.
         assert max(train_dates + validation_dates)[:10] == as_of
-        assert dag_test_stack.read_json(f"{attempt}/metadata.json")["as_of"] == as_of
+        # The horizon is the drop's plan: the 48 days after as_of.
+        assert min(test_dates)[:10] > as_of and len({day[:10] for day in test_dates}) == 48
+        metadata = dag_test_stack.read_json(f"{attempt}/metadata.json")
+        assert metadata["as_of"] == as_of and metadata["point_in_time"]["mode"] == "strict"
 
 
-def test_gate_keeps_the_champion_when_the_new_model_is_not_good_enough(dag_test_stack, first_run, earlier_run):
-    first_plan = first_run["summary"]["xcom"]["plan_run"]
-    first_champion_uri = first_run["summary"]["xcom"]["quality_gate"]["champion_model_uri"]
-    xcom = earlier_run["summary"]["xcom"]
-    gate, metrics = xcom["quality_gate"], xcom["read_train_metrics"]
-    champion_score = first_run["summary"]["xcom"]["read_train_metrics"]["best_val_exp_rmspe"]
-    assert gate["champion_val_exp_rmspe"] == pytest.approx(champion_score)
-    assert gate["threshold"] == pytest.approx(champion_score * 0.01)
+def model_as_of(stack, model_attempt_uri: str) -> str:
+    """The as-of date of the data a model was trained on: its artifact names the features it was trained with."""
+    artifact = stack.read_json(f"{model_attempt_uri}/model/artifact.json")
+    features = artifact["features_uri"].replace("s3a://", "s3://").rstrip("/")
+    if "/attempts/" not in features:
+        features = committed_attempt(stack, features)
+    return stack.read_json(f"{features}/metadata.json")["as_of"]
+
+
+def test_each_backfilled_forecast_uses_a_model_trained_up_to_its_own_date(dag_test_stack, first_run, backfill_runs):
+    later_champion = first_run["summary"]["xcom"]["quality_gate"]["champion_model_uri"]
+    for day, run in backfill_runs.items():
+        xcom = run["summary"]["xcom"]
+        gate = xcom["quality_gate"]
+        predict_args = run["summary"]["rendered_fields"]["predict"]["application_args"]
+        model = predict_args[predict_args.index("--model") + 1]
+        assert model == gate["champion_model_uri"] == xcom["publish_forecast"]["model_uri"]
+        assert model != later_champion, f"{day} forecast with the champion of the later date {FIRST_DATE}"
+        assert gate["champion_as_of"] <= day and model_as_of(dag_test_stack, model) <= day
+    # The first backfill day: a champion exists (as of FIRST_DATE) but is later, so there is none as of that day.
+    first_day = backfill_runs[BACKFILL_DATES[0]]["summary"]["xcom"]
+    assert first_day["find_champion"]["champion_model_uri"] == ""
+    assert first_day["quality_gate"]["promoted"] is True
+    assert model_as_of(dag_test_stack, first_day["quality_gate"]["champion_model_uri"]) == BACKFILL_DATES[0]
+
+
+def test_gate_keeps_the_champion_as_of_its_date_when_the_new_model_is_not_good_enough(dag_test_stack, first_run,
+                                                                                     backfill_runs):
+    previous = backfill_runs[BACKFILL_DATES[0]]["summary"]["xcom"]["quality_gate"]
+    xcom = backfill_runs[KEEP_CHAMPION_DATE]["summary"]["xcom"]
+    gate, metrics, found = xcom["quality_gate"], xcom["read_train_metrics"], xcom["find_champion"]
+    assert found["champion_model_uri"] == previous["champion_model_uri"] and found["champion_as_of"] == BACKFILL_DATES[0]
+    # The champion was scored on this run's own validation rows, not taken from its record.
+    scores = metrics["gate_scores"]
+    assert scores["champion_model_uri"] == previous["champion_model_uri"]
+    assert gate["champion_val_exp_rmspe"] == pytest.approx(scores["champion"])
+    assert gate["validation_rows"] == scores["validation_rows"] > 0
+    assert gate["threshold"] == pytest.approx(scores["champion"] * 0.01)
     assert gate["promoted"] is False and " > " in gate["reason"]
-    assert gate["champion_model_uri"] == first_champion_uri
-    predict_args = earlier_run["summary"]["rendered_fields"]["predict"]["application_args"]
-    assert predict_args[predict_args.index("--model") + 1] == first_champion_uri
-    champion = dag_test_stack.read_json(first_plan["champion"])
-    assert champion["model_uri"] == first_champion_uri and champion["as_of"] == FIRST_DATE
-    assert metrics["best_val_exp_rmspe"] > gate["threshold"]
+    assert gate["champion_model_uri"] == previous["champion_model_uri"]
+    assert gate["champion_as_of"] == BACKFILL_DATES[0]
+    # Both models learned: the champion beats the baseline on these rows too.
+    assert scores["champion"] < scores["baseline"] and scores["challenger"] < LEARNED_VAL_EXP_RMSPE
 
 
-def test_earlier_run_forecast_does_not_replace_the_latest_forecast(dag_test_stack, first_run, earlier_run):
-    """The backfill of an earlier date commits and reports its forecast, but latest.json keeps the newer one."""
-    latest, earlier = (run["summary"]["xcom"]["publish_forecast"] for run in (first_run, earlier_run))
-    assert earlier["as_of"] == EARLIER_DATE and dag_test_stack.read_bytes(earlier["submission_uri"])
-    assert dag_test_stack.read_json(earlier_run["summary"]["xcom"]["plan_run"]["forecast_pointer"]) == latest
-    assert latest["as_of"] == FIRST_DATE
-    assert [(event["extra"]["as_of"], event["extra"]["latest"]) for event in earlier_run["summary"]["asset_events"]
-            ] == [(EARLIER_DATE, False)]
+def test_backfill_keeps_the_latest_forecast_and_champion_pointers(dag_test_stack, first_run, backfill_runs):
+    """Backfilled days commit and report their forecasts, but latest.json and champion.json keep the newer date's."""
+    latest = first_run["summary"]["xcom"]["publish_forecast"]
+    plan = first_run["summary"]["xcom"]["plan_run"]
+    assert dag_test_stack.read_json(plan["forecast_pointer"]) == latest and latest["as_of"] == FIRST_DATE
+    assert dag_test_stack.read_json(plan["champion"])["as_of"] == FIRST_DATE
+    history = dag_test_stack.list_keys(plan["champion_history"])
+    assert f"{plan['champion_history']}/{FIRST_DATE}.json" in history
+    assert f"{plan['champion_history']}/{BACKFILL_DATES[0]}.json" in history
+    assert f"{plan['champion_history']}/{KEEP_CHAMPION_DATE}.json" not in history
+    for day, run in backfill_runs.items():
+        forecast = run["summary"]["xcom"]["publish_forecast"]
+        assert forecast["as_of"] == day and dag_test_stack.read_bytes(forecast["submission_uri"])
+        events = {event["name"]: event["extra"] for event in run["summary"]["asset_events"]}
+        assert (events["rossmann_forecast"]["as_of"], events["rossmann_forecast"]["latest"]) == (day, False)
     assert first_run["summary"]["asset_events"][0]["extra"]["latest"] is True
+
+
+def exp_rmspe_by_hand(stack, forecast_run: dict, scoring_run: dict) -> tuple[float, int, set[int]]:
+    """The forecast's exp-RMSPE against the scoring drop's actual sales, from the raw CSV files alone."""
+    forecast_plan, scoring_plan = (run["summary"]["xcom"]["plan_run"] for run in (forecast_run, scoring_run))
+    plan_rows = csv.DictReader(io.StringIO(stack.read_bytes(f"{forecast_plan['raw']}/test.csv").decode()))
+    key_of = {int(row["Id"]): (int(row["Store"]), row["Date"]) for row in plan_rows}
+    forecast = {key_of[Id]: sales for Id, sales in
+                submission_sales(stack, forecast_run["summary"]["xcom"]["publish_forecast"]["submission_uri"]).items()}
+    actual_rows = csv.DictReader(io.StringIO(stack.read_bytes(f"{scoring_plan['raw']}/train.csv").decode()))
+    errors, leads = [], set()
+    for row in actual_rows:
+        key = (int(row["Store"]), row["Date"])
+        if key in forecast and forecast_plan["as_of"] < row["Date"] <= scoring_plan["as_of"] and int(row["Sales"]) > 0:
+            errors.append(((int(row["Sales"]) - forecast[key]) / int(row["Sales"])) ** 2)
+            leads.add((datetime.date.fromisoformat(row["Date"]) -
+                       datetime.date.fromisoformat(forecast_plan["as_of"])).days)
+    return math.sqrt(sum(errors) / len(errors)), len(errors), leads
+
+
+def test_each_run_scores_the_earlier_forecasts_against_its_actuals(dag_test_stack, backfill_runs):
+    first_day, middle_day, last_day = (backfill_runs[day] for day in BACKFILL_DATES)
+    # The first backfill day has no earlier forecast (FIRST_DATE's is later): nothing to score.
+    assert first_day["summary"]["tasks"]["score_forecasts"]["state"] == "skipped"
+    expected = {KEEP_CHAMPION_DATE: [BACKFILL_DATES[0]], BACKFILL_DATES[2]: BACKFILL_DATES[:2]}
+    for scoring_day, forecast_days in expected.items():
+        scoring_run = backfill_runs[scoring_day]
+        assert scoring_run["summary"]["tasks"]["score_forecasts"]["state"] == "success"
+        scores_root = scoring_run["summary"]["xcom"]["plan_run"]["scores"]
+        for forecast_day in forecast_days:
+            forecast_run = backfill_runs[forecast_day]
+            key = forecast_run["summary"]["xcom"]["plan_run"]["features"].split("/")[-2]
+            record = dag_test_stack.read_json(f"{scores_root}/{forecast_day}/{key}/{scoring_day}.json")
+            by_hand, rows, leads = exp_rmspe_by_hand(dag_test_stack, forecast_run, scoring_run)
+            assert record["status"] == "scored" and record["overall"]["rows"] == rows > 0
+            assert record["overall"]["model_exp_rmspe"] == pytest.approx(by_hand, rel=1e-6)
+            assert {row["lead_day"] for row in record["by_lead_day"]} == leads
+            assert leads == set(range(1, (datetime.date.fromisoformat(scoring_day)
+                                          - datetime.date.fromisoformat(forecast_day)).days + 1))
+            assert 0 < record["overall"]["baseline_exp_rmspe"] < 1
+            assert {row["store"] for row in record["by_store"]}
+    summary = last_day["summary"]["xcom"]["publish_scores"]
+    assert summary["forecasts_scored"] >= 2 and summary["rows"] > 0
+    events = {event["name"]: event["extra"] for event in last_day["summary"]["asset_events"]}
+    assert events["rossmann_forecast_scores"] == summary
+    report = last_day["summary"]["xcom"]["plan_run"]["scores_report"]
+    assert b"data:image/png;base64," in dag_test_stack.read_bytes(report)
 
 
 # --- Idempotency: clear the first run and re-run every task of it in place ----------------------------------------
@@ -243,7 +351,8 @@ def clear_and_rerun(stack, run_id: str, task_params: dict[str, dict]) -> str:
 
 
 @pytest.fixture(scope="module")
-def rerun(dag_test_stack, first_run):
+def rerun(dag_test_stack, first_run, backfill_runs):
+    # After the backfill: the re-run's scoring branch then has the backfilled days' forecasts to score.
     plan = first_run["summary"]["xcom"]["plan_run"]
     before = committed_content(dag_test_stack, plan)
     before["submission"] = submission_sales(dag_test_stack, first_run["summary"]["xcom"]["publish_forecast"]
@@ -263,9 +372,17 @@ def test_rerun_keeps_every_xcom_uri(first_run, rerun):
     first, again = first_run["summary"], rerun["summary"]
     assert again["xcom"]["plan_run"] == first["xcom"]["plan_run"]
     assert again["xcom"]["read_train_metrics"]["model_uri"] == first["xcom"]["read_train_metrics"]["model_uri"]
-    # The same job arguments, predict's --model (the kept champion) included.
-    for task in ("prepare_features", "train_model", "predict"):
+    # The same job arguments, predict's --model (the kept champion) included. Train's --champion-model is the
+    # champion as of the date: none at the first run, the first run's own pinned model now.
+    def without_champion(args: list[str]) -> list[str]:
+        return args[:args.index("--champion-model")] + args[args.index("--champion-model") + 2:]
+
+    for task in ("prepare_features", "predict"):
         assert again["rendered_fields"][task]["application_args"] == first["rendered_fields"][task]["application_args"]
+    first_train, again_train = (run["rendered_fields"]["train_model"]["application_args"] for run in (first, again))
+    assert without_champion(again_train) == without_champion(first_train)
+    assert first_train[first_train.index("--champion-model") + 1] == ""
+    assert again_train[again_train.index("--champion-model") + 1] == first["xcom"]["quality_gate"]["champion_model_uri"]
 
 
 def test_rerun_output_holds_no_secret(dag_test_stack, rerun):

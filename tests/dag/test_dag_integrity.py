@@ -65,7 +65,8 @@ def test_task_graph(dag):
     upstream = {task.task_id: task.upstream_task_ids for task in dag.tasks}
     assert upstream["wait_for_raw_drop"] == {"plan_run"}
     assert "wait_for_raw_drop" in upstream["prepare_features"]
-    assert "prepare_features" in upstream["train_model"]
+    assert {"plan_run", "prepare_features"} <= upstream["find_champion"]
+    assert "find_champion" in upstream["train_model"]          # which runs after prepare_features
     assert "train_model" in upstream["read_train_metrics"]
     assert "read_train_metrics" in upstream["quality_gate"]
     assert "quality_gate" in upstream["predict"]
@@ -98,6 +99,16 @@ def test_spark_tasks_use_connections_and_pass_uris_only(dag):
         assert "AWS_" not in rendered_text and "secret" not in rendered_text.lower()
     prepare_args = dag.get_task("prepare_features").application_args
     assert prepare_args[prepare_args.index("--as-of") + 1] is not None  # bound to the plan's as_of (ds)
+
+
+def test_train_scores_the_champion_that_find_champion_resolved(dag):
+    from airflow.sdk.definitions.xcom_arg import PlainXComArg
+
+    args = dag.get_task("train_model").application_args
+    champion = args[args.index("--champion-model") + 1]
+    assert isinstance(champion, PlainXComArg) and champion.operator.task_id == "find_champion"
+    assert champion.key == "champion_model_uri"              # one of find_champion's outputs; "" when none
+    assert dag.get_task("find_champion").multiple_outputs
 
 
 def test_forecast_asset_is_the_outlet_of_publish(dag):

@@ -1,17 +1,15 @@
-"""Unit tests of the pure Airflow-side helpers: run planning, the quality gate, metrics summary, AWS settings."""
+"""Unit tests of the pure Airflow-side helpers: run planning, metrics summary, AWS settings (the gate: test_gate.py)."""
 from __future__ import annotations
 
 import json
-import math
 from datetime import date
 
 import pytest
-from rossmann.gate import decide_promotion
 from rossmann.outputs import train_summary
 from rossmann.publication import replaces_latest
 from rossmann.sensors import poke_interval_for
 from rossmann.spark_submit import aws_environment
-from rossmann.uris import pinned_model_uri, plan_run_uris, run_key
+from rossmann.uris import champion_record_uri, pinned_model_uri, plan_run_uris, record_as_of, run_key
 
 
 def test_run_key_is_storage_safe_and_keeps_distinct_runs_distinct():
@@ -24,7 +22,7 @@ def test_run_key_is_storage_safe_and_keeps_distinct_runs_distinct():
 def test_plan_is_run_scoped_and_dated():
     plan = plan_run_uris("rossmann", date(2015, 7, 31), "scheduled__2015-07-31T00:00:00+00:00")
     run_root = "s3://rossmann/runs/2015-07-31/scheduled__2015-07-31T00_00_00_00_00"
-    assert plan == {
+    assert plan.items() >= {
         "as_of": "2015-07-31",
         "raw": "s3://rossmann/raw/2015-07-31",
         "raw_marker": "s3://rossmann/raw/2015-07-31/_SUCCESS",
@@ -32,9 +30,11 @@ def test_plan_is_run_scoped_and_dated():
         "model": f"{run_root}/model",
         "predictions": f"{run_root}/predictions",
         "champion": "s3://rossmann/models/champion.json",
+        "champion_history": "s3://rossmann/models/champions/history",
+        "champion_record": "s3://rossmann/models/champions/history/2015-07-31.json",
         "champion_models": "s3://rossmann/models/champions/2015-07-31/scheduled__2015-07-31T00_00_00_00_00",
         "forecast_pointer": "s3://rossmann/forecast/latest.json",
-    }
+    }.items()
 
 
 def test_forecast_pointer_moves_only_to_the_same_or_a_later_as_of_date():
@@ -46,58 +46,6 @@ def test_forecast_pointer_moves_only_to_the_same_or_a_later_as_of_date():
     assert not replaces_latest("2014-12-31", current)
 
 
-def test_first_model_is_promoted():
-    decision = decide_promotion(0.2, None, 0.0)
-    assert decision["promoted"] and decision["champion_val_exp_rmspe"] is None
-
-
-@pytest.mark.parametrize("candidate, champion, tolerance, promoted", [
-    (0.150, 0.150, 0.0, True),     # equal is "not worse"
-    (0.149, 0.150, 0.0, True),
-    (0.151, 0.150, 0.0, False),
-    (0.153, 0.150, 0.05, True),    # within 5 % of the champion
-    (0.160, 0.150, 0.05, False),   # 0.160 > 0.1575
-    (0.149, 0.150, -0.05, False),  # negative tolerance demands a 5 % improvement: threshold 0.1425
-    (0.140, 0.150, -0.05, True),
-])
-def test_gate_promotes_only_models_that_are_not_worse(candidate, champion, tolerance, promoted):
-    decision = decide_promotion(candidate, {"val_exp_rmspe": champion, "model_uri": "s3://b/m"}, tolerance)
-    assert decision["promoted"] is promoted
-    assert decision["threshold"] == pytest.approx(champion * (1 + tolerance))
-    assert decision["candidate_val_exp_rmspe"] == candidate and decision["champion_val_exp_rmspe"] == champion
-
-
-def test_gate_never_promotes_a_non_finite_score():
-    for score in (math.nan, math.inf):
-        assert decide_promotion(score, None, 0.0)["promoted"] is False
-        assert decide_promotion(score, {"val_exp_rmspe": 0.2}, 0.5)["promoted"] is False
-
-
-def test_the_committed_attempt_that_is_champion_stays_champion():
-    attempt = "s3://b/runs/2015-07-31/r1/model/attempts/20150801T000000Z-aaaa"
-    champion = {"val_exp_rmspe": 0.150, "model_uri": "s3://b/models/champions/x", "source_model_uri": attempt,
-                "run_id": "r1"}
-    for tolerance in (0.0, 0.5):
-        decision = decide_promotion(0.150, champion, tolerance, run_id="r1", model_attempt_uri=attempt)
-        assert decision["promoted"] is False and "already is the champion" in decision["reason"]
-
-
-@pytest.mark.parametrize("candidate, tolerance, promoted", [
-    (0.150, 0.0, False),   # a tie promotes a new run's model, but not a re-run's
-    (0.155, 0.1, False),   # nor does a positive tolerance
-    (0.149, 0.0, True),
-    (0.149, -0.05, False),  # a negative tolerance still applies
-])
-def test_a_rerun_of_the_champions_run_must_be_strictly_better(candidate, tolerance, promoted):
-    champion = {"val_exp_rmspe": 0.150, "source_model_uri": "s3://b/runs/d/r1/model/attempts/old", "run_id": "r1"}
-    rerun = decide_promotion(candidate, champion, tolerance, run_id="r1",
-                             model_attempt_uri="s3://b/runs/d/r1/model/attempts/new")
-    assert rerun["promoted"] is promoted and "strictly better" in rerun["reason"]
-    other_run = decide_promotion(candidate, champion, tolerance, run_id="r2",
-                                 model_attempt_uri="s3://b/runs/d/r2/model/attempts/new")
-    assert other_run["promoted"] is (candidate <= 0.150 * (1 + tolerance))
-
-
 def test_pinned_model_uri_is_one_folder_per_attempt():
     champions = "s3://b/models/champions/2015-07-31/r1"
     first = pinned_model_uri(champions, "s3://b/runs/2015-07-31/r1/model/attempts/20150801T000000Z-aaaa/")
@@ -105,12 +53,23 @@ def test_pinned_model_uri_is_one_folder_per_attempt():
     assert first == f"{champions}/20150801T000000Z-aaaa" and second == f"{champions}/20150801T010000Z-bbbb"
 
 
+def test_champion_history_records_are_named_by_their_as_of_date():
+    history = "s3://rossmann/models/champions/history"
+    assert champion_record_uri(history + "/", "2015-07-31") == f"{history}/2015-07-31.json"
+    assert record_as_of(champion_record_uri(history, "2015-07-31")) == "2015-07-31"
+    for other in (f"{history}/2015-07-31.json.tmp", f"{history}/latest.json", f"{history}/20150731.json",
+                  f"{history}/2015-02-30.json", f"{history}/"):
+        assert record_as_of(other) is None, other
+
+
 def test_train_summary_extracts_the_gate_inputs():
+    scores = {"challenger": 0.17, "champion": None, "baseline": 0.2, "validation_rows": 420, "champion_model_uri": None}
     metrics = {"best_val_exp_rmspe": 0.18, "best_epoch": 3, "epochs": [{"epoch": 1}] * 4, "epochs_run": 4,
-               "stopped_early": True, "mean_samples_per_second": 950.5, "horovod_size": 2, "ranks": [{}, {}]}
+               "stopped_early": True, "mean_samples_per_second": 950.5, "horovod_size": 2, "ranks": [{}, {}],
+               "gate_scores": scores}
     assert train_summary(metrics, "s3://b/m/metrics.json") == {
         "best_val_exp_rmspe": 0.18, "best_epoch": 3, "epochs_run": 4, "stopped_early": True, "samples_per_s": 950.5,
-        "horovod_size": 2}
+        "horovod_size": 2, "gate_scores": scores}
 
 
 def test_train_summary_names_the_file_when_the_score_is_missing():

@@ -40,6 +40,27 @@ def test_model_inputs_follow_the_feature_contract_and_output_is_bounded():
     assert np.all(predictions > 0) and np.all(predictions < math.log(20000.0) * 1.2)
 
 
+def test_untrained_model_starts_at_the_mean_log_sales_not_at_a_saturated_end():
+    from rossmann_jobs.training.model import TrainStatistics, build_model, output_bias, output_scale
+
+    assert output_bias(None, 20000.0) == 0.0
+    share = 1 / (1 + math.exp(-output_bias(8.5, 20000.0)))
+    assert share * output_scale(20000.0) == pytest.approx(8.5)
+    # Raw-scale continuous inputs (like distances in metres): evaluation normalizes them with the moving statistics.
+    inputs = {col: values * 1000.0 if col in CONTINUOUS_COLS else values
+              for col, values in _inputs(feature_table(256, np.random.default_rng(6))).items()}
+    start = TrainStatistics(8.5, tuple(float(inputs[col].mean()) for col in CONTINUOUS_COLS),
+                            tuple(float(inputs[col].var()) for col in CONTINUOUS_COLS))
+    started = build_model(VOCAB_SIZES, 40000.0, TrainParams(), start)   # the reference's wide layers
+    np.testing.assert_allclose(started.get_layer("continuous_bn").moving_mean.numpy(), start.continuous_mean,
+                               rtol=1e-5)
+    predicted = started.predict(inputs, verbose=0)
+    assert abs(float(np.mean(predicted)) - 8.5) < 0.25 and float(np.std(predicted)) < 0.5
+    # Without them the same inputs drive the sigmoid to its flat ends (0 and log(40000) x 1.2), where it stops learning.
+    plain = build_model(VOCAB_SIZES, 40000.0, TrainParams()).predict(inputs, verbose=0)
+    assert float(np.std(plain)) > 2.0
+
+
 def test_reference_model_has_the_reference_layer_sizes():
     from rossmann_jobs.training.model import build_model
 
@@ -313,6 +334,10 @@ def test_cli_parses_the_contract_arguments():
     params = params_from_args(args)
     assert (params.epochs, params.batch_size, params.learning_rate, params.hidden_units) == (3, 64, 0.01, (32, 16))
     assert parse_args(["--features", "f", "--out", "o"]).resume is True
+    assert parse_args(["--features", "f", "--out", "o"]).champion_model == ""          # no champion
+    assert parse_args(["--features", "f", "--out", "o", "--champion-model", ""]).champion_model == ""
+    assert parse_args(["--features", "f", "--out", "o", "--champion-model", "s3://b/c/a1"]).champion_model == (
+        "s3://b/c/a1")
     with pytest.raises(SystemExit):
         parse_args(["--features", "f", "--out", "o", "--epochs", "0"])
 

@@ -1,0 +1,102 @@
+"""The quality gate's inputs: exp-RMSPE of challenger, champion and naive baseline on the same validation rows.
+
+Scored on the driver's Spark session after training, with the definitions predict uses: forecast/inference.py's
+broadcast model, forecast/vocabulary.py's re-indexing of the champion's inputs to the vocabularies it was trained
+with, forecast/baseline.py's seasonal medians fitted on the train split only, and forecast/metrics.rmspe.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from rossmann_jobs import storage
+from rossmann_jobs.features.spec import LABEL_COL
+from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
+from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel, with_log_forecast
+from rossmann_jobs.forecast.metrics import ACTUAL_COL, rmspe
+from rossmann_jobs.forecast.model_cache import MODEL_FILE
+from rossmann_jobs.forecast.predictions import with_min_partitions
+from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
+from rossmann_jobs.predict import ARTIFACT_FILE, MODEL_DIR, model_attempt_uri
+from rossmann_jobs.training.feature_set import FeatureSet
+from rossmann_jobs.training.splits import read_files
+
+log = logging.getLogger("rossmann.train")
+
+CHALLENGER_COL, CHAMPION_COL = "SalesChallenger", "SalesChampion"
+
+
+def with_model_forecast(rows: DataFrame, model: BroadcastModel, column: str, threads: int) -> DataFrame:
+    """rows (all columns) + `column`: the model's Sales forecast, exp of its log(Sales) output."""
+    return (with_log_forecast(rows, model, rows.columns, threads)
+            .withColumn(column, F.exp(F.col(LOG_FORECAST_COL)).cast("double")).drop(LOG_FORECAST_COL))
+
+
+def score(rows: DataFrame, forecast_cols: dict[str, str]) -> dict[str, Any]:
+    """One aggregation: exp-RMSPE of each forecast column (name -> column) over the same rows, and the row count.
+
+    The baseline lacks a row only when the train split has no row in its window (then it lacks every row): its
+    score is then None, never a mean over fewer rows than the models'.
+    """
+    aggregates = [F.count(F.lit(1)).alias("validation_rows"),
+                  F.sum(F.col(BASELINE_COL).isNull().cast("long")).alias("rows_without_baseline")]
+    aggregates += [rmspe(ACTUAL_COL, column).alias(name) for name, column in forecast_cols.items()]
+    result = rows.agg(*aggregates).first().asDict()
+    if result.pop("rows_without_baseline"):
+        log.warning("the naive baseline has no train-split history in the year before the validation window: "
+                    "no baseline score, so the gate cannot promote this model")
+        result["baseline"] = None
+    return result
+
+
+def champion_forecast(rows: DataFrame, spark: SparkSession, features: FeatureSet, champion_model: str,
+                      threads: int) -> tuple[DataFrame, BroadcastModel, dict[str, Any]]:
+    """rows + CHAMPION_COL: the champion applied to the rows re-indexed to its own vocabularies (as predict does)."""
+    attempt = model_attempt_uri(champion_model)
+    model_dir = storage.join(attempt, MODEL_DIR)
+    artifact = storage.read_json(storage.join(model_dir, ARTIFACT_FILE))
+    mappings = mappings_to_model(features.metadata["vocabularies"], artifact["vocabularies"])
+    if mappings:
+        log.info("champion %s: re-indexing %s to its vocabularies (values it never saw: %s)", attempt,
+                 sorted(mappings), unknown_counts(mappings))
+    model = BroadcastModel(spark, storage.join(model_dir, MODEL_FILE))
+    # Re-indexing replaces the feature columns: it comes after the challenger and the baseline have used them.
+    scored = with_model_forecast(remap_indices(rows, mappings), model, CHAMPION_COL, threads)
+    return scored, model, {"champion_model_uri": champion_model, "champion_remapped": sorted(mappings)}
+
+
+def gate_scores(spark: SparkSession, features: FeatureSet, challenger_file: str,
+                champion_model: str | None) -> dict[str, Any]:
+    """metrics.json `gate_scores`: challenger (model file URI), champion (model URI; empty/None: no champion) and
+    naive baseline exp-RMSPE on every validation row, the row count and what was scored."""
+    validation = read_files(spark, features.validation_files)
+    first_day = validation.agg(F.min(F.col("Date").cast("date")).alias("first")).first()["first"]
+    # Fitted on the train split's rows dated before the validation window only: never on what it is scored on.
+    end = first_day - timedelta(days=1)
+    rows = (baseline_forecast(validation, read_files(spark, features.train_files), end)
+            .withColumn(ACTUAL_COL, F.exp(F.col(LABEL_COL)).cast("double")))
+    threads = int(spark.conf.get("spark.task.cpus", "1"))
+    rows = with_min_partitions(rows, spark.sparkContext.defaultParallelism)
+    columns = {"challenger": CHALLENGER_COL, "baseline": BASELINE_COL}
+    facts: dict[str, Any] = {"champion_model_uri": None, "champion_remapped": []}
+    models = [BroadcastModel(spark, challenger_file)]
+    try:
+        rows = with_model_forecast(rows, models[0], CHALLENGER_COL, threads)
+        if champion_model:
+            rows, champion, facts = champion_forecast(rows, spark, features, champion_model, threads)
+            models.append(champion)
+            columns["champion"] = CHAMPION_COL
+        scores = score(rows, columns)
+    finally:
+        for model in models:
+            model.destroy()
+    result = {"challenger": scores["challenger"], "champion": scores.get("champion"), "baseline": scores["baseline"],
+              "validation_rows": scores["validation_rows"], "baseline_history_end": end.isoformat(),
+              "challenger_model_file": challenger_file, **facts}
+    log.info("gate scores on %d validation rows: challenger %s, champion %s, naive baseline %s",
+             result["validation_rows"], result["challenger"], result["champion"], result["baseline"])
+    return result

@@ -1,0 +1,279 @@
+"""The quality gate: champion as of a date (history), the rule on same-row scores, and its S3 shell on a fake hook."""
+from __future__ import annotations
+
+import json
+import math
+from datetime import date
+
+import pytest
+from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
+from rossmann.steps import NoModelError, apply_quality_gate, find_champion
+from rossmann.uris import plan_run_uris
+
+HISTORY = "s3://b/models/champions/history"
+
+
+def scores(challenger, baseline, champion=None, champion_model_uri=None, rows=420):
+    return {"challenger": challenger, "baseline": baseline, "champion": champion,
+            "champion_model_uri": champion_model_uri, "validation_rows": rows}
+
+
+def record(model_uri="s3://b/models/champions/2015-07-30/r0/a0", run_id="r0", as_of="2015-07-30", **extra):
+    return {"model_uri": model_uri, "source_model_uri": f"s3://b/runs/{as_of}/{run_id}/model/attempts/a0",
+            "run_id": run_id, "as_of": as_of, "val_exp_rmspe": 0.01, **extra}
+
+
+# --- champion as of a date (pure) -------------------------------------------------------------------------------
+
+def test_champion_as_of_is_the_latest_record_on_or_before_the_date_never_a_later_one():
+    records = [f"{HISTORY}/{day}.json" for day in ("2015-07-31", "2015-06-30", "2015-07-15")]
+    assert champion_record_as_of(records, "2015-07-20") == f"{HISTORY}/2015-07-15.json"
+    assert champion_record_as_of(records, "2015-07-31") == f"{HISTORY}/2015-07-31.json"   # the same day counts
+    assert champion_record_as_of(records, "2015-08-05") == f"{HISTORY}/2015-07-31.json"
+    assert champion_record_as_of(records, "2015-07-14") == f"{HISTORY}/2015-06-30.json"
+    assert champion_record_as_of(records, "2015-06-29") is None                          # only later champions
+    assert champion_record_as_of([], "2015-07-31") is None
+
+
+def test_champion_as_of_ignores_objects_that_are_not_records():
+    records = [f"{HISTORY}/2015-07-01.json", f"{HISTORY}/2015-07-10.json.tmp", f"{HISTORY}/notes.json",
+               f"{HISTORY}/20150709.json"]
+    assert champion_record_as_of(records, "2015-07-31") == f"{HISTORY}/2015-07-01.json"
+
+
+# --- the rule (pure) --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("challenger, baseline", [(0.30, 0.25), (0.25, 0.25)])
+def test_a_challenger_that_does_not_strictly_beat_the_baseline_is_never_promoted(challenger, baseline):
+    alone = decide_promotion(scores(challenger, baseline), None, 0.0)
+    assert alone["promoted"] is False and "does not beat the baseline" in alone["reason"]
+    # Not even when the champion is worse still: the baseline is a veto.
+    champion = record()
+    worse = decide_promotion(scores(challenger, baseline, 0.9, champion["model_uri"]), champion, 0.5)
+    assert worse["promoted"] is False and "does not beat the baseline" in worse["reason"]
+    assert (worse["candidate_val_exp_rmspe"], worse["baseline_val_exp_rmspe"], worse["champion_val_exp_rmspe"]) == (
+        challenger, baseline, 0.9)
+
+
+def test_without_a_champion_beating_the_baseline_promotes():
+    decision = decide_promotion(scores(0.2, 0.25), None, -0.99)
+    assert decision["promoted"] is True and decision["champion_val_exp_rmspe"] is None
+    assert "no champion as of this date" in decision["reason"] and decision["threshold"] is None
+    assert "0.20000" in decision["reason"] and "0.25000" in decision["reason"] and "420" in decision["reason"]
+
+
+def test_the_champion_is_compared_on_the_same_rows_never_on_its_recorded_score():
+    champion = record(val_exp_rmspe=0.01)   # measured on its own (other) validation rows: ignored
+    beaten = decide_promotion(scores(0.20, 0.30, 0.22, champion["model_uri"]), champion, 0.0)
+    assert beaten["promoted"] is True and beaten["champion_val_exp_rmspe"] == 0.22
+    assert beaten["threshold"] == pytest.approx(0.22)
+    champion = record(val_exp_rmspe=0.99)
+    kept = decide_promotion(scores(0.20, 0.30, 0.15, champion["model_uri"]), champion, 0.0)
+    assert kept["promoted"] is False and " > " in kept["reason"]
+
+
+def test_a_champion_the_train_job_did_not_score_cannot_be_compared():
+    champion = record()
+    for scored in (None, "s3://b/models/champions/2015-07-01/other/a9"):
+        with pytest.raises(ScoredChampionError, match="Clear find_champion"):
+            decide_promotion(scores(0.2, 0.3, 0.25, scored), champion, 0.0)
+    # A baseline veto needs no champion comparison, and a champion that disappeared needs none either.
+    assert decide_promotion(scores(0.4, 0.3, None, None), champion, 0.0)["promoted"] is False
+    assert decide_promotion(scores(0.2, 0.3, 0.25, champion["model_uri"]), None, 0.0)["promoted"] is True
+
+
+@pytest.mark.parametrize("candidate, champion_score, tolerance, promoted", [
+    (0.150, 0.150, 0.0, True),     # equal is "not worse"
+    (0.149, 0.150, 0.0, True),
+    (0.151, 0.150, 0.0, False),
+    (0.153, 0.150, 0.05, True),    # within 5 % of the champion
+    (0.160, 0.150, 0.05, False),   # 0.160 > 0.1575
+    (0.149, 0.150, -0.05, False),  # negative tolerance demands a 5 % improvement: threshold 0.1425
+    (0.140, 0.150, -0.05, True),
+])
+def test_gate_promotes_only_models_that_are_not_worse(candidate, champion_score, tolerance, promoted):
+    champion = record()
+    decision = decide_promotion(scores(candidate, 0.5, champion_score, champion["model_uri"]), champion, tolerance)
+    assert decision["promoted"] is promoted
+    assert decision["threshold"] == pytest.approx(champion_score * (1 + tolerance))
+    assert decision["candidate_val_exp_rmspe"] == candidate and decision["champion_val_exp_rmspe"] == champion_score
+
+
+def test_non_finite_scores():
+    champion = record()
+    for score in (math.nan, math.inf, None):
+        assert decide_promotion(scores(score, 0.3), None, 0.0)["promoted"] is False
+        assert decide_promotion(scores(score, 0.3, 0.2, champion["model_uri"]), champion, 0.5)["promoted"] is False
+        assert decide_promotion(scores(0.2, score), None, 0.0)["promoted"] is False       # no baseline: no proof
+        # A champion that forecasts nothing finite on these rows is replaced by one that beats the baseline.
+        assert decide_promotion(scores(0.2, 0.3, score, champion["model_uri"]), champion, 0.0)["promoted"] is True
+
+
+def test_the_committed_attempt_that_is_champion_stays_champion():
+    attempt = "s3://b/runs/2015-07-31/r1/model/attempts/20150801T000000Z-aaaa"
+    champion = record(source_model_uri=attempt, run_id="r1")
+    for tolerance in (0.0, 0.5):
+        decision = decide_promotion(scores(0.15, 0.3, 0.2, "s3://b/an/older/champion"), champion, tolerance,
+                                    run_id="r1", model_attempt_uri=attempt)
+        assert decision["promoted"] is False and "already is the champion" in decision["reason"]
+
+
+@pytest.mark.parametrize("candidate, tolerance, promoted", [
+    (0.150, 0.0, False),   # a tie promotes a new run's model, but not a re-run's
+    (0.155, 0.1, False),   # nor does a positive tolerance
+    (0.149, 0.0, True),
+    (0.149, -0.05, False),  # a negative tolerance still applies
+])
+def test_a_rerun_of_the_champions_run_must_be_strictly_better(candidate, tolerance, promoted):
+    champion = record(run_id="r1")
+    same_rows = scores(candidate, 0.3, 0.150, champion["model_uri"])
+    rerun = decide_promotion(same_rows, champion, tolerance, run_id="r1",
+                             model_attempt_uri="s3://b/runs/d/r1/model/attempts/new")
+    assert rerun["promoted"] is promoted and "strictly better" in rerun["reason"]
+    other_run = decide_promotion(same_rows, champion, tolerance, run_id="r2",
+                                 model_attempt_uri="s3://b/runs/d/r2/model/attempts/new")
+    assert other_run["promoted"] is (candidate <= 0.150 * (1 + tolerance))
+
+
+# --- the S3 shell on an in-memory hook --------------------------------------------------------------------------
+
+class FakeS3Hook:
+    """The S3Hook calls plugins/rossmann/outputs.py makes, on a dict of (bucket, key) -> text."""
+
+    def __init__(self):
+        self.objects: dict[tuple[str, str], str] = {}
+
+    @staticmethod
+    def _split(uri: str) -> tuple[str, str]:
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        return bucket, key
+
+    def check_for_key(self, key, bucket_name):
+        return (bucket_name, key) in self.objects
+
+    def read_key(self, key, bucket_name):
+        return self.objects[(bucket_name, key)]
+
+    def load_string(self, string_data, key, bucket_name, replace=False):
+        self.objects[(bucket_name, key)] = string_data
+
+    def list_keys(self, bucket_name, prefix=""):
+        return sorted(key for bucket, key in self.objects if bucket == bucket_name and key.startswith(prefix))
+
+    def copy_object(self, source_bucket_key, dest_bucket_key):
+        self.objects[self._split(dest_bucket_key)] = self.objects[self._split(source_bucket_key)]
+
+    def json(self, uri: str):
+        return json.loads(self.objects[self._split(uri)])
+
+
+def trained(hook: FakeS3Hook, as_of: str, run_id: str, gate_scores: dict) -> tuple[dict, dict]:
+    """A committed model output of one run, and read_train_metrics' XCom for it."""
+    plan = plan_run_uris("b", date.fromisoformat(as_of), run_id)
+    attempt = f"{plan['model']}/attempts/a-{run_id}"
+    for name, content in (("model/model.h5", "weights"), ("metrics.json", "{}")):
+        hook.load_string(content, *reversed(hook._split(f"{attempt}/{name}")))
+    hook.load_string(json.dumps({"attempt": f"attempts/a-{run_id}", "files": ["model/model.h5", "metrics.json"]}),
+                     *reversed(hook._split(f"{plan['model']}/_SUCCESS")))
+    metrics = {"model_attempt_uri": attempt, "metrics_uri": f"{attempt}/metrics.json",
+               "best_val_exp_rmspe": gate_scores["challenger"], "gate_scores": gate_scores}
+    return plan, metrics
+
+
+def gate(hook, as_of, run_id, challenger, baseline=0.5, champion_score=None, tolerance=0.0):
+    plan = plan_run_uris("b", date.fromisoformat(as_of), run_id)
+    found = find_champion(hook, plan)
+    same_rows = scores(challenger, baseline, champion_score if found["champion_model_uri"] else None,
+                       found["champion_model_uri"] or None)
+    plan, metrics = trained(hook, as_of, run_id, same_rows)
+    return found, apply_quality_gate(hook, plan, metrics, tolerance, run_id)
+
+
+def test_history_by_as_of_date_and_the_newest_pointer():
+    hook = FakeS3Hook()
+    found, first = gate(hook, "2015-07-31", "r1", 0.20)
+    assert found["champion_model_uri"] == "" and first["promoted"] and first["forecast_model"] == "challenger"
+    pinned = "s3://b/models/champions/2015-07-31/r1/a-r1"
+    assert first["champion_model_uri"] == pinned and first["champion_as_of"] == "2015-07-31"
+    assert hook.json(f"{HISTORY}/2015-07-31.json")["model_uri"] == pinned
+    assert hook.json("s3://b/models/champion.json")["model_uri"] == pinned
+    assert hook.objects[("b", "models/champions/2015-07-31/r1/a-r1/model/model.h5")] == "weights"
+
+    # A backfill of an earlier date never sees the later champion: it is promoted on the baseline alone, gets its
+    # own record, and the pointer keeps the newest date's champion.
+    found, backfill = gate(hook, "2015-06-30", "r0", 0.40, tolerance=-0.99)
+    assert found["champion_model_uri"] == "" and backfill["promoted"] and backfill["champion_val_exp_rmspe"] is None
+    assert hook.json(f"{HISTORY}/2015-06-30.json")["run_id"] == "r0"
+    assert hook.json("s3://b/models/champion.json")["model_uri"] == pinned
+
+    # A date in between is served by the earlier champion; a worse challenger leaves it forecasting.
+    found, between = gate(hook, "2015-07-15", "r2", 0.45, champion_score=0.40)
+    assert found["champion_as_of"] == "2015-06-30"
+    assert between["promoted"] is False and between["forecast_model"] == "champion"
+    assert between["champion_model_uri"] == "s3://b/models/champions/2015-06-30/r0/a-r0"
+    assert (between["candidate_val_exp_rmspe"], between["champion_val_exp_rmspe"],
+            between["baseline_val_exp_rmspe"]) == (0.45, 0.40, 0.5)
+    assert ("b", "models/champions/history/2015-07-15.json") not in hook.objects
+
+    # A later promotion for the same as-of date replaces that date's record (and the pointer, same date).
+    found, again = gate(hook, "2015-07-31", "r3", 0.10, champion_score=0.20)
+    assert found["champion_run_id"] == "r1" and again["promoted"]
+    assert hook.json(f"{HISTORY}/2015-07-31.json")["run_id"] == "r3"
+    assert hook.json("s3://b/models/champion.json")["run_id"] == "r3"
+    assert sorted(key for _b, key in hook.objects if key.startswith("models/champions/history/")) == [
+        f"models/champions/history/{day}.json" for day in ("2015-06-30", "2015-07-31")]
+
+
+def test_no_champion_and_no_win_over_the_baseline_fails_the_run():
+    hook = FakeS3Hook()
+    with pytest.raises(NoModelError, match="No model trained on data up to 2015-07-31 beats the naive baseline"):
+        gate(hook, "2015-07-31", "r1", 0.6, baseline=0.5)
+    assert not [key for _b, key in hook.objects if key.startswith("models/")]
+
+
+def test_a_champion_promoted_after_train_scored_does_not_change_the_decision():
+    """Backfill runs overlap: an earlier date's run may promote while a later date's run trains. The later gate
+    decides against what its train job scored on the same rows; if it promotes nothing, the newly promoted champion
+    (as of an earlier date, so trained on data up to it) forecasts instead of failing the run."""
+    hook = FakeS3Hook()
+    plan = plan_run_uris("b", date(2015, 7, 31), "r2")
+    found = find_champion(hook, plan)                  # nothing yet: train scores no champion
+    gate(hook, "2015-07-20", "r1", 0.2)               # meanwhile another run promotes a champion as of 07-20
+    plan, metrics = trained(hook, "2015-07-31", "r2", scores(0.1, 0.5, None, found["champion_model_uri"] or None))
+    decision = apply_quality_gate(hook, plan, metrics, 0.0, "r2")
+    assert decision["promoted"] and decision["champion_val_exp_rmspe"] is None
+    assert hook.json(f"{HISTORY}/2015-07-31.json")["run_id"] == "r2"
+
+    plan, metrics = trained(hook, "2015-07-30", "r3", scores(0.7, 0.5, None, None))   # loses to the baseline
+    decision = apply_quality_gate(hook, plan, metrics, 0.0, "r3")
+    assert not decision["promoted"] and decision["champion_as_of"] == "2015-07-20"
+
+
+def test_the_scored_champion_is_found_in_the_history_when_a_newer_one_appeared():
+    hook = FakeS3Hook()
+    gate(hook, "2015-07-10", "r1", 0.3)
+    plan = plan_run_uris("b", date(2015, 7, 31), "r3")
+    found = find_champion(hook, plan)                  # train scores the 07-10 champion
+    gate(hook, "2015-07-20", "r2", 0.2, champion_score=0.3)   # meanwhile a 07-20 champion is promoted
+    plan, metrics = trained(hook, "2015-07-31", "r3", scores(0.25, 0.5, 0.3, found["champion_model_uri"]))
+    decision = apply_quality_gate(hook, plan, metrics, 0.0, "r3")
+    assert decision["promoted"] and decision["champion_val_exp_rmspe"] == 0.3   # compared with the scored one
+
+
+def test_a_scored_champion_whose_record_was_replaced_stops_the_gate():
+    hook = FakeS3Hook()
+    gate(hook, "2015-07-20", "r1", 0.3)
+    plan = plan_run_uris("b", date(2015, 7, 31), "r3")
+    found = find_champion(hook, plan)
+    gate(hook, "2015-07-20", "r2", 0.2, champion_score=0.3)   # the same date's record now names another model
+    plan, metrics = trained(hook, "2015-07-31", "r3", scores(0.25, 0.5, 0.3, found["champion_model_uri"]))
+    with pytest.raises(ScoredChampionError, match="Clear find_champion|clear find_champion"):
+        apply_quality_gate(hook, plan, metrics, 0.0, "r3")
+
+
+def test_metrics_without_gate_scores_are_refused():
+    hook = FakeS3Hook()
+    plan, metrics = trained(hook, "2015-07-31", "r1", scores(0.2, 0.5))
+    del metrics["gate_scores"]
+    with pytest.raises(ValueError, match="no gate_scores"):
+        apply_quality_gate(hook, plan, metrics, 0.0, "r1")

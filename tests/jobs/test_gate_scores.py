@@ -1,0 +1,138 @@
+"""The train job's gate scores (training/gate_scores.py) in-process: challenger, champion with other vocabularies and
+naive baseline on the same validation rows, each checked against an independent numpy/pandas computation."""
+from __future__ import annotations
+
+import json
+import math
+from datetime import date, timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rossmann_jobs import storage
+from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, TRAIN_DIR, VALIDATION_DIR
+from rossmann_jobs.training import checkpoint
+from rossmann_jobs.training.feature_set import load_feature_set
+from rossmann_jobs.training.params import TrainParams
+from tests.jobs.feature_fixtures import VOCAB_SIZES, write_features
+
+SMALL = TrainParams(hidden_units=(16, 8), embedding_dim=3)
+VALIDATION_START = date(2015, 6, 15)
+
+
+def redate(attempt: str, stage: str, first: date, days: int, seed: int) -> None:
+    """Spread a fixture split's rows over `days` days from `first` (the fixture dates every row 2015-06-01)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    for uri in storage.list_files(storage.join(attempt, stage)):
+        table = pq.read_table(uri)
+        dates = [first + timedelta(days=int(offset)) for offset in rng.integers(0, days, table.num_rows)]
+        table = table.set_column(table.schema.get_field_index("Date"), "Date", pa.array(dates, pa.date32()))
+        pq.write_table(table, uri)
+
+
+@pytest.fixture(scope="module")
+def dated(tmp_path_factory):
+    """Features whose train rows precede the validation window, as prepare writes them."""
+    out = str(tmp_path_factory.mktemp("dated-features"))
+    write_features(out, train_rows=3000, validation_rows=400, num_shards=2, seed=7)
+    attempt = storage.committed_uri(out)
+    redate(attempt, TRAIN_DIR, VALIDATION_START - timedelta(days=200), 200, seed=1)
+    redate(attempt, VALIDATION_DIR, VALIDATION_START, 47, seed=2)
+    return load_feature_set(out)
+
+
+@pytest.fixture(scope="module")
+def models(dated, tmp_path_factory):
+    """A challenger model file, and a champion attempt holding the same function of the values under other
+    vocabularies: its Store and Promo indices are reversed, so only re-indexed inputs reproduce the challenger."""
+    import tensorflow as tf
+
+    from rossmann_jobs.training.model import build_model
+
+    root = tmp_path_factory.mktemp("models")
+    tf.keras.utils.set_random_seed(3)
+    challenger = build_model(VOCAB_SIZES, dated.max_sales, SMALL)
+    challenger_file = str(root / "challenger" / "model" / "model.h5")
+    (root / "challenger" / "model").mkdir(parents=True)
+    checkpoint.save_model_h5(challenger, challenger_file)
+
+    champion = build_model(VOCAB_SIZES, dated.max_sales, SMALL)
+    champion.set_weights(challenger.get_weights())
+    vocabularies = {col: list(values) for col, values in dated.metadata["vocabularies"].items()}
+    for col in ("Store", "Promo"):
+        vocabularies[col] = vocabularies[col][::-1]            # value at feature index i -> champion index n + 1 - i
+        layer = champion.get_layer(f"emb_{col}")
+        weights = layer.get_weights()[0]
+        layer.set_weights([np.concatenate([weights[:1], weights[1:][::-1]])])
+    (root / "champion" / "model").mkdir(parents=True)
+    checkpoint.save_model_h5(champion, str(root / "champion" / "model" / "model.h5"))
+    (root / "champion" / "model" / "artifact.json").write_text(json.dumps({"vocabularies": vocabularies}))
+    return {"challenger": challenger, "challenger_file": challenger_file, "champion": str(root / "champion")}
+
+
+def split_frame(features, stage: str):
+    import pyarrow.parquet as pq
+
+    files = features.train_files if stage == TRAIN_DIR else features.validation_files
+    return pq.ParquetDataset(files).read().to_pandas()
+
+
+def rmspe(actual: np.ndarray, forecast: np.ndarray) -> float:
+    return math.sqrt(np.mean(((actual - forecast) / actual) ** 2))
+
+
+def naive_baseline(history, rows, end: date) -> np.ndarray:
+    """Median log(Sales) per (store, weekday, promo) over the year up to `end`, falling back as baseline.py says."""
+    window = history[(history["Date"] > end - timedelta(days=365)) & (history["Date"] <= end)]
+    medians = np.full(len(rows), np.nan)
+    for keys in (["StoreId", "DayOfWeek", "Promo"], ["StoreId", "Promo"], ["StoreId"], []):
+        if keys:
+            level = window.groupby(keys)[LABEL_COL].median().rename("m").reset_index()
+            found = rows[keys].merge(level, on=keys, how="left")["m"].to_numpy()
+        else:
+            found = np.full(len(rows), window[LABEL_COL].median())
+        medians = np.where(np.isnan(medians), found, medians)
+    return np.exp(medians)
+
+
+def test_scores_are_the_same_rows_exp_rmspe_of_challenger_champion_and_baseline(spark, dated, models):
+    from rossmann_jobs.training.gate_scores import gate_scores
+
+    scores = gate_scores(spark, dated, models["challenger_file"], models["champion"])
+    validation, train = split_frame(dated, VALIDATION_DIR), split_frame(dated, TRAIN_DIR)
+    actual = np.exp(validation[LABEL_COL].to_numpy().astype(np.float64))
+    inputs = {col: validation[col].to_numpy().reshape(-1, 1) for col in FEATURE_COLS}
+    predicted = np.exp(models["challenger"].predict(inputs, verbose=0).ravel().astype(np.float64))
+    end = VALIDATION_START - timedelta(days=1)
+
+    assert scores["validation_rows"] == len(validation) == 400
+    assert scores["challenger"] == pytest.approx(rmspe(actual, predicted), rel=1e-5)
+    # The champion sees the rows re-indexed to its own vocabularies: the same function, the same score.
+    assert scores["champion"] == pytest.approx(scores["challenger"], rel=1e-6)
+    assert scores["champion_model_uri"] == models["champion"]
+    assert scores["champion_remapped"] == ["Promo", "Store"]
+    # The baseline is fitted on train rows before the validation window only.
+    assert scores["baseline_history_end"] == end.isoformat()
+    assert scores["baseline"] == pytest.approx(rmspe(actual, naive_baseline(train, validation, end)), rel=1e-6)
+    leaky = naive_baseline(pd.concat([train, validation]), validation, validation["Date"].max())
+    assert scores["baseline"] != pytest.approx(rmspe(actual, leaky), rel=1e-3)
+
+
+def test_without_a_champion_only_challenger_and_baseline_are_scored(spark, dated, models):
+    from rossmann_jobs.training.gate_scores import gate_scores
+
+    scores = gate_scores(spark, dated, models["challenger_file"], "")
+    assert scores["champion"] is None and scores["champion_model_uri"] is None
+    assert math.isfinite(scores["challenger"]) and math.isfinite(scores["baseline"])
+
+
+def test_no_history_before_the_validation_window_means_no_baseline_score(spark, models, tmp_path):
+    from rossmann_jobs.training.gate_scores import gate_scores
+
+    write_features(str(tmp_path), train_rows=200, validation_rows=50, num_shards=1)   # every row on one day
+    scores = gate_scores(spark, load_feature_set(str(tmp_path)), models["challenger_file"], None)
+    assert scores["baseline"] is None and scores["validation_rows"] == 50 and math.isfinite(scores["challenger"])

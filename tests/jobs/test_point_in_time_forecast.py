@@ -1,0 +1,165 @@
+"""Strict point in time, end to end: prepare -> train -> predict through spark-submit on a full snapshot and on a
+copy of it in which every value dated after as-of D is changed give the same forecast and the same validation score.
+
+tests/jobs/test_point_in_time.py shows it for the prepared features (and, in
+test_strict_features_ignore_every_value_dated_after_as_of_and_seed_features_do_not, that the same perturbation does
+move the features in `--point-in-time seed` mode, i.e. that it reaches what a time-travelling join reads); here the
+real jobs run on local files, so nothing the train or predict job reads on its own (e.g. the raw drop's test.csv, the
+baseline's history) can bring a value dated after D back in either.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rossmann_jobs import storage
+from rossmann_jobs.features.raw_schemas import RAW_FILES
+
+from job_process import JobProcess
+from test_point_in_time import AS_OF, SEED, STORES, perturbed, read_csv, week_end_of, write_csv
+
+pytestmark = pytest.mark.slow
+
+JOB_TIMEOUT_S = 600
+SHARDS = 2
+TRAIN_ARGS = ["--num-proc", "1", "--epochs", "2", "--batch-size", "64", "--learning-rate", "1e-3",
+              "--hidden-units", "64,32"]
+REL = 1e-6   # float32 round-off
+
+
+def run_job(job: str, args: list[str], log_path) -> float:
+    """Run a job with spark-submit (local[2]); fail with its log's tail unless it exits 0. Returns seconds."""
+    started = time.perf_counter()
+    process = JobProcess(job, args)
+    code = process.wait(JOB_TIMEOUT_S)
+    log_path.write_text(process.output)
+    assert code == 0, f"{job} exited {code}:\n{process.output[-4000:]}"
+    return time.perf_counter() - started
+
+
+def committed(out: str, name: str) -> bytes:
+    return storage.read_bytes(storage.join(storage.committed_uri(out), name))
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory):
+    """The generated full snapshot (every file, train.csv through 2015-07-31, test.csv = the plan after D)."""
+    from rossmann_jobs.synth.cli import generate
+    from rossmann_jobs.synth.dataset import SynthConfig
+
+    raw = str(tmp_path_factory.mktemp("synth") / "raw")
+    generate(raw, SynthConfig(stores=STORES, seed=SEED))
+    return {name: read_csv(os.path.join(raw, name)) for name in RAW_FILES}
+
+
+def chain(files, work) -> dict:
+    """prepare (strict, the default) -> train -> predict on the drop `files`, written under work."""
+    raw, features, model, out = (str(work / part) for part in ("raw", "features", "train", "predict"))
+    os.makedirs(raw)
+    for name, rows in files.items():   # both drops through the same CSV writer: only the values differ
+        write_csv(os.path.join(raw, name), name, rows)
+    seconds = {
+        "prepare": run_job("prepare", ["--raw", raw, "--out", features, "--as-of", str(AS_OF),
+                                       "--num-shards", str(SHARDS)], work / "prepare.log"),
+        "train": run_job("train", ["--features", features, "--out", model, *TRAIN_ARGS], work / "train.log"),
+        "predict": run_job("predict", ["--model", model, "--features", features, "--raw", raw, "--out", out],
+                           work / "predict.log"),
+    }
+    return {"seconds": seconds,
+            "metadata": json.loads(committed(features, "metadata.json")),
+            "metrics": json.loads(committed(model, "metrics.json")),
+            "submission": pd.read_csv(io.BytesIO(committed(out, "submission.csv"))).sort_values("Id")
+            .reset_index(drop=True),
+            "summary": storage.read_manifest(out)["summary"]}
+
+
+@pytest.fixture(scope="module")
+def changed_files(snapshot):
+    return perturbed(snapshot)
+
+
+@pytest.fixture(scope="module")
+def forecasts(snapshot, changed_files, tmp_path_factory):
+    """Both chains, each job once, the two drops side by side (the jobs mostly wait on start-up: JVM, TF, Horovod)."""
+    drops = {"full": snapshot, "perturbed": changed_files}
+    works = {name: tmp_path_factory.mktemp(name) for name in drops}
+    with ThreadPoolExecutor(max_workers=len(drops)) as pool:
+        running = {name: pool.submit(chain, files, works[name]) for name, files in drops.items()}
+        results = {name: future.result() for name, future in running.items()}
+    print({name: result["seconds"] for name, result in results.items()})
+    return results
+
+
+@pytest.fixture(scope="module")
+def full(forecasts):
+    return forecasts["full"]
+
+
+@pytest.fixture(scope="module")
+def changed(forecasts):
+    return forecasts["perturbed"]
+
+
+def dated_after(name, row):
+    return (week_end_of(row["week"]) if name == "googletrend.csv" else pd.Timestamp(row["Date"]).date()) > AS_OF
+
+
+def test_the_perturbation_changes_every_file_after_as_of_and_nothing_else(snapshot, changed_files):
+    """The two drops differ, and only where the forecast must not look: the comparison below could fail."""
+    for name in ("train.csv", "weather.csv", "googletrend.csv"):
+        after = [(ours, theirs) for ours, theirs in zip(snapshot[name], changed_files[name]) if dated_after(name, ours)]
+        assert after and all(ours != theirs for ours, theirs in after), name
+        assert [r for r in snapshot[name] if not dated_after(name, r)] == \
+               [r for r in changed_files[name] if not dated_after(name, r)], name
+    assert changed_files["test.csv"] == snapshot["test.csv"]
+    assert all(dated_after("test.csv", row) for row in snapshot["test.csv"])   # the whole plan lies after D
+
+
+def test_forecast_and_validation_score_ignore_every_value_dated_after_as_of(full, changed):
+    ours, theirs = full["submission"], changed["submission"]
+    assert list(ours.columns) == list(theirs.columns) and "Sales" in ours.columns
+    assert ours["Id"].tolist() == theirs["Id"].tolist()
+    for column in ours.columns.drop("Id"):    # the model's Sales and the naive seasonal baseline
+        np.testing.assert_allclose(theirs[column], ours[column], rtol=REL, atol=0, err_msg=column)
+
+    metrics, changed_metrics = full["metrics"], changed["metrics"]
+    assert changed_metrics["best_epoch"] == metrics["best_epoch"]
+    assert changed_metrics["best_val_exp_rmspe"] == pytest.approx(metrics["best_val_exp_rmspe"], rel=REL)
+    for epoch, changed_epoch in zip(metrics["epochs"], changed_metrics["epochs"], strict=True):
+        for key in ("train_loss", "val_loss", "val_exp_rmspe", "train_samples", "validation_samples"):
+            assert changed_epoch[key] == pytest.approx(epoch[key], rel=REL), (epoch["epoch"], key)
+    for key in ("challenger", "baseline", "validation_rows"):
+        assert changed_metrics["gate_scores"][key] == pytest.approx(metrics["gate_scores"][key], rel=REL), key
+    assert changed["summary"]["validation_exp_rmspe"] == pytest.approx(full["summary"]["validation_exp_rmspe"],
+                                                                       rel=REL)
+    assert changed["summary"]["rows"] == full["summary"]["rows"]
+    assert changed["summary"]["horizon"] == full["summary"]["horizon"]
+    assert changed["metadata"]["row_counts"] == full["metadata"]["row_counts"]
+
+
+def test_the_forecast_is_not_degenerate(snapshot, full):
+    """A constant or absurd forecast would pass the comparison trivially."""
+    plan = pd.DataFrame(snapshot["test.csv"]).astype({"Id": int, "Store": int})
+    forecast = full["submission"].merge(plan[["Id", "Store", "Date"]], on="Id", validate="one_to_one")
+    assert len(forecast) == len(snapshot["test.csv"]) == full["summary"]["rows"]["test"]
+    assert np.isfinite(forecast["Sales"]).all() and (forecast["Sales"] >= 0).all()
+    opened = forecast[forecast["Sales"] > 0]
+    assert len(opened) > len(forecast) / 2
+    assert opened["Sales"].nunique() > len(opened) / 2
+    assert opened.groupby("Date")["Sales"].median().nunique() > 1       # varies across days
+    stores = opened["Store"].nunique()
+    assert stores > 1 and opened.groupby("Store")["Sales"].median().nunique() == stores   # and across stores
+
+    history = pd.DataFrame(snapshot["train.csv"]).astype({"Store": int, "Sales": int})
+    history = history[(history["Date"].map(lambda d: pd.Timestamp(d).date()) <= AS_OF) & (history["Sales"] > 0)]
+    for store, sales in opened.groupby("Store")["Sales"]:
+        known = history.loc[history["Store"] == store, "Sales"].median()
+        assert known / 3 < sales.median() < known * 3, (store, sales.median(), known)
+    assert full["metrics"]["epochs_run"] == 2 and np.isfinite(full["metrics"]["best_val_exp_rmspe"])
