@@ -25,13 +25,14 @@ pytestmark = pytest.mark.slow
 KILL_AFTER_EPOCH = 1
 # Both runs see the same rows, shards (files[rank::2]), seeds and learning-rate schedule. They differ by
 # floating-point reduction order (Gloo, TensorFlow threads) and by the resume: weights and Adam slots come back from
-# the checkpoint, but dropout's random state does not, so epoch 2 draws other dropout masks. Observed in two runs: val
-# exp_rmspe 3.3 % and 1.8 % apart, forecasts 0.034 and 0.019 apart (exp-RMSPE of one against the other); the bounds
-# leave about 3x room.
-# At this test's size (6 epochs, 10 stores) the model has learned (the e2e tests assert val exp_rmspe < 0.5 and a
-# win over the naive baseline), so a run that trained a different or broken model would fall outside these bounds.
-VAL_EXP_RMSPE_REL_TOL = 0.10
-FORECAST_AGREEMENT_RMSPE = 0.10
+# the checkpoint, but dropout's random state does not, so epochs 2.. draw other dropout masks (dropout 0.5).
+# With the saturated 2-epoch models of earlier sessions they were 1.8-3.3 % apart on val exp_rmspe and 0.019-0.034
+# apart as forecasts. The model now learns (6 epochs, val exp_rmspe ~0.11-0.13, asserted below to be < 0.5 on both
+# sides, so a run that did not learn cannot pass); the bounds leave room for the dropout-driven spread of two learned
+# models, which this session could not measure on a quiet machine before landing.
+VAL_EXP_RMSPE_REL_TOL = 0.20
+FORECAST_AGREEMENT_RMSPE = 0.12
+LEARNED_VAL_EXP_RMSPE = 0.5
 # A dead rank must fail the try quickly: Gloo's next allreduce on the surviving rank errors out at once.
 KILL_TO_FAILURE_S = 120
 
@@ -160,6 +161,7 @@ def test_validation_score_matches_local_mode_despite_the_kill(cluster_run, first
     local = first_run["summary"]["xcom"]["read_train_metrics"]
     assert cluster["epochs_run"] == local["epochs_run"] == SMALL_RUN_CONF["epochs"]
     assert math.isfinite(cluster["best_val_exp_rmspe"])
+    assert cluster["best_val_exp_rmspe"] < LEARNED_VAL_EXP_RMSPE and local["best_val_exp_rmspe"] < LEARNED_VAL_EXP_RMSPE
     print(f"val exp_rmspe: cluster {cluster['best_val_exp_rmspe']:.5f}, local {local['best_val_exp_rmspe']:.5f}")
     assert cluster["best_val_exp_rmspe"] == pytest.approx(local["best_val_exp_rmspe"], rel=VAL_EXP_RMSPE_REL_TOL)
 
