@@ -70,6 +70,11 @@ PARAMS = {
                                  description="Promote if the new model beats the naive baseline and its val "
                                              "exp_rmspe <= champion's x (1 + tolerance), on the same rows. Negative "
                                              "values demand an improvement; -1 freezes the champion."),
+    "baseline_tolerance": Param(0.0, type="number", minimum=0.0, maximum=1.0, title="Baseline tolerance",
+                                description="Promote only if the new model's val exp_rmspe < the naive seasonal "
+                                            "baseline's x (1 + tolerance), on the same rows. 0 (the default): it "
+                                            "must beat the baseline. Raise it only for smoke runs too short to "
+                                            "beat it."),
     "raw_drop_timeout_s": Param(6 * 3600, type="integer", minimum=10, maximum=7 * 24 * 3600,
                                 title="Raw drop timeout (s)",
                                 description="How long the sensor waits for the day's _SUCCESS marker."),
@@ -153,7 +158,8 @@ def rossmann_forecast():
         from rossmann.steps import apply_quality_gate
 
         return apply_quality_gate(S3Hook(aws_conn_id="aws_default"), plan, metrics,
-                                  float(params["promotion_tolerance"]), dag_run.run_id)
+                                  float(params["promotion_tolerance"]), dag_run.run_id,
+                                  baseline_tolerance=float(params["baseline_tolerance"]))
 
     # One publication at a time across runs: the pointer's read-compare-write must not interleave.
     @task(outlets=[FORECAST_ASSET], max_active_tis_per_dag=1)

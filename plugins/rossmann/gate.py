@@ -35,8 +35,10 @@ def _fmt(score: Any) -> str:
 
 
 def decide_promotion(scores: dict[str, Any], champion: dict[str, Any] | None, tolerance: float, *,
-                     run_id: str | None = None, model_attempt_uri: str | None = None) -> dict[str, Any]:
-    """Promote iff the challenger is finite, strictly better than the naive baseline, and there is no champion or
+                     baseline_tolerance: float = 0.0, run_id: str | None = None,
+                     model_attempt_uri: str | None = None) -> dict[str, Any]:
+    """Promote iff the challenger is finite, strictly better than the naive baseline (or, with a positive
+    baseline_tolerance, below baseline x (1 + baseline_tolerance)), and there is no champion or
     challenger <= champion x (1 + tolerance); every score is exp_rmspe on the train job's same validation rows.
 
     `scores` is the train job's metrics.json `gate_scores` (challenger, champion, baseline, validation_rows,
@@ -58,8 +60,10 @@ def decide_promotion(scores: dict[str, Any], champion: dict[str, Any] | None, to
     elif not _finite(baseline):
         promoted, reason = False, (f"the naive baseline's exp_rmspe is {baseline}: the challenger cannot be shown "
                                    "to beat it")
-    elif not float(challenger) < float(baseline):
-        promoted, reason = False, f"{versus_baseline} {rows}: the challenger does not beat the baseline"
+    elif not float(challenger) < float(baseline) * (1.0 + baseline_tolerance):
+        allowance = f" x (1 + {baseline_tolerance:g})" if baseline_tolerance else ""
+        promoted, reason = False, (f"{versus_baseline}{allowance} {rows}: the challenger does not beat the "
+                                   "baseline")
     elif champion is None:
         promoted, reason = True, (f"{versus_baseline} {rows}: beats the baseline, and there is no champion as of "
                                   "this date")
@@ -92,6 +96,7 @@ def decide_promotion(scores: dict[str, Any], champion: dict[str, Any] | None, to
         "baseline_val_exp_rmspe": None if baseline is None else float(baseline),
         "validation_rows": scores.get("validation_rows"),
         "tolerance": tolerance,
+        "baseline_tolerance": baseline_tolerance,
         "threshold": threshold,
         "reason": reason,
     }

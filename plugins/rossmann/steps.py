@@ -71,7 +71,7 @@ def find_champion(hook, plan: dict[str, str]) -> dict[str, Any]:
 
 
 def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tolerance: float,
-                       run_id: str) -> dict[str, Any]:
+                       run_id: str, baseline_tolerance: float = 0.0) -> dict[str, Any]:
     """Promote the scored model if it beats the naive baseline and is not worse than the champion as of the run's
     date (all on the train job's validation rows); returns the decision and the model that forecasts the date.
 
@@ -93,7 +93,8 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
                          "after it.")
     current = champion_as_of(hook, plan)
     champion = scored_champion(hook, plan, scores, current)
-    decision = decide_promotion(scores, champion, tolerance, run_id=run_id, model_attempt_uri=candidate)
+    decision = decide_promotion(scores, champion, tolerance, baseline_tolerance=baseline_tolerance, run_id=run_id,
+                                model_attempt_uri=candidate)
     if decision["promoted"]:
         pinned = pinned_model_uri(plan["champion_models"], candidate)
         copy_files(hook, candidate, pinned, manifest["files"])

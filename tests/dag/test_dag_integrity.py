@@ -127,7 +127,7 @@ def test_default_params_validate(dag):
 @pytest.mark.parametrize("name, value", [
     ("sample_rate", 0), ("sample_rate", 1.5), ("epochs", 0), ("num_proc", "two"), ("batch_size", -1),
     ("learning_rate", 0), ("promotion_tolerance", 2.0), ("raw_drop_timeout_s", 1), ("as_of", "yesterday"),
-    ("as_of", "2015-02-30"),
+    ("as_of", "2015-02-30"), ("baseline_tolerance", -0.1), ("baseline_tolerance", 1.5),
 ])
 def test_invalid_params_are_rejected(dag, name, value):
     from airflow.sdk.exceptions import ParamValidationError
@@ -137,6 +137,6 @@ def test_invalid_params_are_rejected(dag, name, value):
 
 
 @pytest.mark.parametrize("name, value", [("as_of", "2015-06-30"), ("sample_rate", 0.05), ("num_proc", 4),
-                                         ("promotion_tolerance", -0.1)])
+                                         ("promotion_tolerance", -0.1), ("baseline_tolerance", 0.25)])
 def test_valid_param_overrides_are_accepted(dag, name, value):
     assert copy.deepcopy(dag.params.get_param(name)).resolve(value) == value

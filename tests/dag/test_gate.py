@@ -277,3 +277,10 @@ def test_metrics_without_gate_scores_are_refused():
     del metrics["gate_scores"]
     with pytest.raises(ValueError, match="no gate_scores"):
         apply_quality_gate(hook, plan, metrics, 0.0, "r1")
+
+
+def test_a_baseline_tolerance_lets_a_smoke_run_within_it_through_and_no_further():
+    assert not decide_promotion(scores(0.13, 0.12), None, 0.0)["promoted"]
+    assert decide_promotion(scores(0.13, 0.12), None, 0.0, baseline_tolerance=0.25)["promoted"]
+    refused = decide_promotion(scores(0.16, 0.12), None, 0.0, baseline_tolerance=0.25)
+    assert not refused["promoted"] and "x (1 + 0.25)" in refused["reason"]
