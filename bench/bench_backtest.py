@@ -1,7 +1,7 @@
 """Rolling-origin backtest through Airflow: land N consecutive realistic daily drops, run the DAG for each date in
 order (as `airflow backfill` would), and print how every forecast scored as later drops brought its actuals.
 
-    .venvs/airflow/bin/python bench/bench_backtest.py [--from-date 2015-07-25] [--days 5] [--stores 10] [--epochs 5]
+    .venvs/airflow/bin/python bench/bench_backtest.py [--from-date 2015-07-25] [--days 5] [--stores 10] [--epochs 5] [--baseline-tolerance 0]
 
 Each date's run trains on data up to its date, forecasts with a model trained on data up to its date (its own if the
 gate promotes it, else the champion as of that date), and its scoring task scores the earlier dates' forecasts
@@ -60,6 +60,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--baseline-tolerance", type=float, default=0.0,
+                        help="the DAG param: how much worse than the naive baseline a promoted model may be")
     parser.add_argument("--json", default=str(REPO / "bench" / "out" / "backtest.json"))
     args = parser.parse_args()
 
@@ -75,7 +77,7 @@ def main() -> None:
                         "--from-date", days[0], "--to-date", days[-1], "--stores", str(args.stores),
                         "--seed", str(args.seed)], env=env, cwd=REPO, check=True, capture_output=True)
         conf = {"epochs": args.epochs, "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-                "num_proc": 2}
+                "num_proc": 2, "baseline_tolerance": args.baseline_tolerance}
         runs = {}
         for day in days:
             started = time.perf_counter()
