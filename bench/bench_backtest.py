@@ -1,7 +1,8 @@
 """Rolling-origin backtest through Airflow: land N consecutive realistic daily drops, run the DAG for each date in
 order (as `airflow backfill` would), and print how every forecast scored as later drops brought its actuals.
 
-    .venvs/airflow/bin/python bench/bench_backtest.py [--from-date 2015-07-25] [--days 5] [--stores 10] [--epochs 5] [--baseline-tolerance 0]
+    .venvs/airflow/bin/python bench/bench_backtest.py [--from-date 2015-07-25] [--days 5] [--stores 10] [--epochs 5]
+        [--baseline-tolerance 0]
 
 Each date's run trains on data up to its date, forecasts with a model trained on data up to its date (its own if the
 gate promotes it, else the champion as of that date), and its scoring task scores the earlier dates' forecasts
