@@ -66,6 +66,10 @@ PARAMS = {
     "batch_size": Param(100, type="integer", minimum=1, maximum=1_000_000, title="Batch size per process"),
     "learning_rate": Param(1e-4, type="number", exclusiveMinimum=0, maximum=1, title="Base learning rate",
                            description="Scaled by the number of Horovod processes inside the train job."),
+    "hidden_units": Param("1000,1000,1000,500", type="string", pattern=r"^[1-9][0-9]{0,4}(,[1-9][0-9]{0,4}){0,7}$",
+                          title="Hidden layer widths",
+                          description="Comma-separated units of the MLP's dense layers (the Horovod reference's "
+                                      "1000,1000,1000,500 by default). A narrower model trains faster."),
     "promotion_tolerance": Param(0.0, type="number", minimum=-1.0, maximum=1.0, title="Promotion tolerance",
                                  description="Promote if the new model beats the naive baseline and its val "
                                              "exp_rmspe <= champion's x (1 + tolerance), on the same rows. Negative "
@@ -211,6 +215,7 @@ def rossmann_forecast():
         "--features", plan["features"], "--out", plan["model"],
         "--num-proc", "{{ params.num_proc }}", "--epochs", "{{ params.epochs }}",
         "--batch-size", "{{ params.batch_size }}", "--learning-rate", "{{ params.learning_rate }}",
+        "--hidden-units", "{{ params.hidden_units }}",
         "--champion-model", champion["champion_model_uri"],   # "" when there is no champion as of the date
     ])
     metrics = read_train_metrics(plan)

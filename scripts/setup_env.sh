@@ -97,5 +97,14 @@ setup_airflow_env() {
 }
 
 check_prerequisites
-setup_jobs_env
-setup_airflow_env
+# The airflow env (downloads and unpacking) installs while the jobs env compiles horovod on every core; its
+# output is shown after the jobs env's, so the two do not interleave.
+AIRFLOW_SETUP_LOG=$(mktemp)
+trap 'rm -f "$AIRFLOW_SETUP_LOG"' EXIT
+setup_airflow_env >"$AIRFLOW_SETUP_LOG" 2>&1 &
+airflow_setup=$!
+setup_jobs_env || { wait "$airflow_setup" || true; cat "$AIRFLOW_SETUP_LOG"; exit 1; }
+airflow_status=0
+wait "$airflow_setup" || airflow_status=$?
+cat "$AIRFLOW_SETUP_LOG"
+[ "$airflow_status" -eq 0 ] || die "the airflow env failed to install (its output is above)"

@@ -140,3 +140,19 @@ def test_invalid_params_are_rejected(dag, name, value):
                                          ("promotion_tolerance", -0.1), ("baseline_tolerance", 0.25)])
 def test_valid_param_overrides_are_accepted(dag, name, value):
     assert copy.deepcopy(dag.params.get_param(name)).resolve(value) == value
+
+
+def test_train_gets_every_hyperparameter_param_and_the_model_width_defaults_to_the_train_jobs(dag):
+    import importlib.util
+
+    args = dag.get_task("train_model").application_args
+    for flag, param in (("--num-proc", "num_proc"), ("--epochs", "epochs"), ("--batch-size", "batch_size"),
+                        ("--learning-rate", "learning_rate"), ("--hidden-units", "hidden_units")):
+        assert args[args.index(flag) + 1] == "{{ params.%s }}" % param, flag
+    # The train job's own default (rossmann_jobs is not installed in the Airflow env: load the module by path).
+    spec = importlib.util.spec_from_file_location("train_params", REPO_ROOT / "rossmann_jobs/training/params.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module   # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    default = dag.params.validate()["hidden_units"]
+    assert tuple(int(units) for units in default.split(",")) == module.TrainParams().hidden_units

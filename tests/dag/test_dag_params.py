@@ -35,6 +35,10 @@ BAD_CONFS = [
     ({"seed": -1}, "seed"),
     ({"promotion_tolerance": 5}, "promotion_tolerance"),
     ({"raw_drop_timeout_s": 0}, "raw_drop_timeout_s"),
+    ({"hidden_units": "1000, 500"}, "hidden_units"),
+    ({"hidden_units": "0,500"}, "hidden_units"),
+    ({"hidden_units": ""}, "hidden_units"),
+    ({"hidden_units": 500}, "hidden_units"),
     ({"as_of": "31.07.2015"}, "as_of"),
     ({"as_of": "2015-02-30"}, "as_of"),
 ]

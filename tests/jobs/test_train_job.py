@@ -1,7 +1,9 @@
 """End-to-end tests of the train job through spark-submit: 2 Horovod ranks on local[2], real S3 (moto) and disk.
 
 The S3 run is the real chain: synthetic raw drop -> prepare job -> train job. Each module fixture pays Horovod's
-start-up (~1 min) once and feeds several assertions.
+start-up (~1 min) once and feeds several assertions. A rank killed mid-training and the re-run that resumes from its
+checkpoint are tested through Airflow on the standalone cluster (tests/dag/test_cluster_e2e.py: the task's first try
+fails fast, its retry resumes from the next epoch): the job-side copy of that test is gone to keep the suite short.
 """
 from __future__ import annotations
 
@@ -12,16 +14,13 @@ import re
 import subprocess
 import time
 import uuid
-from datetime import datetime
 
 import numpy as np
 import pytest
 
 from rossmann_jobs import storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, METADATA_FILE, VALIDATION_DIR
-from rossmann_jobs.training import checkpoint
 from tests.jobs.conftest import JOBS_BIN, REPO_ROOT
-from tests.jobs.feature_fixtures import write_features
 
 pytestmark = pytest.mark.slow
 
@@ -46,12 +45,6 @@ def spark_submit(job: str, args: list[str], log_path, extra_env: dict[str, str] 
                                 stdout=log, stderr=subprocess.STDOUT, env=env, timeout=JOB_TIMEOUT_S,
                                 cwd=log_path.parent)
     return result.returncode, log_path.read_text(), time.perf_counter() - started
-
-
-def logged_at(log: str, text: str) -> datetime:
-    """Timestamp of the first log line containing text (the logging one, not Horovod's prefix)."""
-    line = next(line for line in log.splitlines() if text in line)
-    return datetime.strptime(re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", line).group(), "%Y-%m-%d %H:%M:%S")
 
 
 def committed_json(out: str, name: str) -> dict:
@@ -159,44 +152,3 @@ def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, t
     assert predicted.shape == (s3_run["validation_rows"],) and np.all(np.isfinite(predicted))
     rmspe = math.sqrt(np.mean((1 - np.exp(predicted - log_sales)) ** 2))
     assert rmspe == pytest.approx(artifact["best_val_exp_rmspe"], rel=1e-3)
-
-
-# --- fault injection and resume on local disk -------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def killed_then_resumed(tmp_path_factory):
-    work = tmp_path_factory.mktemp("fault")
-    features, out = str(work / "features"), str(work / "train")
-    write_features(features, train_rows=2000, validation_rows=400, num_shards=SHARDS)
-    args = ["--features", features, "--out", out, "--num-proc", "2", "--epochs", "2", "--hidden-units", "64,32"]
-    killed = spark_submit("train.py", args, work / "killed.log", {"ROSSMANN_TRAIN_KILL_AFTER_EPOCH": "1"})
-    pointer_after_kill = checkpoint.read_pointer(checkpoint.checkpoint_root(out))
-    state_after_kill = checkpoint.read_state(checkpoint.checkpoint_root(out), pointer_after_kill)
-    resumed = spark_submit("train.py", args, work / "resumed.log")
-    return {"out": out, "killed": killed, "resumed": resumed, "pointer_after_kill": pointer_after_kill,
-            "state_after_kill": state_after_kill}
-
-
-def test_a_killed_rank_fails_the_job_after_its_checkpoint(killed_then_resumed):
-    code, log, _seconds = killed_then_resumed["killed"]
-    assert code != 0
-    assert "fault injection: rank 1 SIGKILLs itself after epoch 1" in log
-    assert "Exit code: 137" in log                       # Horovod reports the dead rank instead of hanging
-    failed = "Horovod training failed: the checkpoint after epoch 1 under"
-    assert failed in log
-    # The surviving rank notices the dead peer at its next allreduce (Gloo), so the job fails at once, not hangs.
-    assert (logged_at(log, failed) - logged_at(log, "SIGKILLs itself")).total_seconds() < 60
-    assert killed_then_resumed["pointer_after_kill"]["epoch"] == 1
-    assert [e["epoch"] for e in killed_then_resumed["state_after_kill"]["history"]] == [1]
-
-
-def test_rerun_resumes_from_the_next_epoch_and_commits(killed_then_resumed):
-    code, log, _seconds = killed_then_resumed["resumed"]
-    assert code == 0, log[-4000:]
-    assert "resuming from epoch 2 (checkpoint after epoch 1" in log
-    assert "epoch 1/2:" not in log
-    metrics = committed_json(killed_then_resumed["out"], "metrics.json")
-    assert metrics["resumed_after_epoch"] == 1
-    first, second = metrics["epochs"]
-    assert first == killed_then_resumed["state_after_kill"]["history"][0]   # carried over, not retrained
-    assert second["epoch"] == 2 and second["run_id"] != first["run_id"]
