@@ -1,6 +1,6 @@
 """The real Airflow components on loopback (api-server, scheduler, dag-processor, triggerer; LocalExecutor on
-PostgreSQL): a run triggered through the REST API with params succeeds, and a headless Chromium sees the DAG and its
-validated trigger form."""
+PostgreSQL): a run triggered through the REST API with params and an `airflow backfill create` run of an earlier date,
+both active at once, succeed without interfering; a headless Chromium sees the DAG and its validated trigger form."""
 from __future__ import annotations
 
 import json
@@ -16,7 +16,8 @@ from stack_helpers import DAG_ID, SCORING_TASKS, SMALL_RUN_CONF, embedded, start
 
 pytestmark = pytest.mark.slow
 
-RUN_DATE = "2015-07-30"
+RUN_DATE = "2015-07-30"        # triggered through the REST API
+BACKFILL_DATE = "2015-07-15"   # `airflow backfill create`, at the same time
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
@@ -80,40 +81,70 @@ def test_wrong_password_gets_no_token(ui_stack):
         Api(ui_stack.url, embedded.ADMIN_USER, "not-the-password")
 
 
-def test_rest_trigger_with_params_runs_the_dag_to_success(ui_stack, api):
-    ui_stack.land(RUN_DATE, RUN_DATE)
-    assert api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})[0] == 200
+def run_path(run: dict) -> str:
+    return f"/api/v2/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
 
+
+def test_rest_trigger_validates_params_before_a_run_exists(ui_stack, api):
     status, body = api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
                             {"logical_date": f"{RUN_DATE}T00:00:00Z", "conf": {**SMALL_RUN_CONF, "epochs": 0}})
     assert status == 400 and "epochs" in body, "params must be validated at trigger time"
+    assert api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns")[1]["total_entries"] == 0
 
-    status, run = api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
-                           {"logical_date": f"{RUN_DATE}T00:00:00Z", "conf": SMALL_RUN_CONF})
-    assert status == 200, run
-    run_path = f"/api/v2/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
+
+@pytest.fixture(scope="module")
+def concurrent_runs(ui_stack, api):
+    """A REST-triggered run of RUN_DATE and a backfill run of BACKFILL_DATE, created together and both active at once
+    (one pair instead of a REST run followed by a two-date backfill: a DAG run costs ~6 min on 2 cores)."""
+    import subprocess
+
+    for day in (BACKFILL_DATE, RUN_DATE):
+        ui_stack.land(day, day)
+    assert api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})[0] == 200
+    status, triggered = api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
+                                 {"logical_date": f"{RUN_DATE}T00:00:00Z", "conf": SMALL_RUN_CONF})
+    assert status == 200, triggered
+    command = ["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", BACKFILL_DATE,
+               "--to-date", BACKFILL_DATE, "--dag-run-conf", json.dumps(SMALL_RUN_CONF)]
+    created = subprocess.run(command, env=ui_stack.process_env(), capture_output=True, text=True, timeout=300)
+    assert created.returncode == 0, f"airflow backfill create failed:\n{created.stdout}\n{created.stderr}"
 
     def finished():
-        state = api.call("GET", run_path)[1]["state"]
-        return state if state in ("success", "failed") else None
+        runs = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100")[1]["dag_runs"]
+        done = {run["logical_date"][:10]: run for run in runs if run["state"] in ("success", "failed")}
+        return done if {RUN_DATE, BACKFILL_DATE} <= set(done) else None
 
-    final_state = api.wait_for(finished, 1800, "the triggered run to finish", interval_s=10)
-    tasks = {ti["task_id"]: ti["state"] for ti in api.call("GET", f"{run_path}/taskInstances")[1]["task_instances"]}
-    assert final_state == "success", tasks
-    # The stack's first run: nothing earlier to score, so the short-circuit skips the scoring tasks.
-    assert {task: state for task, state in tasks.items() if task in SCORING_TASKS} == {
-        task: "skipped" for task in SCORING_TASKS}
-    assert {state for task, state in tasks.items() if task not in SCORING_TASKS} == {"success"}
+    runs = api.wait_for(finished, 2400, "both runs to finish", interval_s=10)
+    out = {}
+    for day in (RUN_DATE, BACKFILL_DATE):
+        path = run_path(runs[day])
+        instances = api.call("GET", f"{path}/taskInstances")[1]["task_instances"]
+        out[day] = {"run": runs[day], "path": path, "tasks": {ti["task_id"]: ti for ti in instances},
+                    **{name: api.call("GET", f"{path}/taskInstances/{task}/xcomEntries/return_value")[1]["value"]
+                       for name, task in (("plan", "plan_run"), ("gate", "quality_gate"),
+                                          ("metrics", "read_train_metrics"))}}
+    out["triggered"] = triggered
+    return out
 
-    status, entry = api.call("GET", f"{run_path}/taskInstances/plan_run/xcomEntries/return_value")
-    assert status == 200 and entry["value"]["as_of"] == RUN_DATE
-    gate = api.call("GET", f"{run_path}/taskInstances/quality_gate/xcomEntries/return_value")[1]["value"]
-    metrics = api.call("GET", f"{run_path}/taskInstances/read_train_metrics/xcomEntries/return_value")[1]["value"]
-    assert gate["promoted"] is True and gate["candidate_val_exp_rmspe"] == metrics["gate_scores"]["challenger"]
-    assert metrics["horovod_size"] == SMALL_RUN_CONF["num_proc"]
-    assert run["conf"] == SMALL_RUN_CONF
 
-    status, log = api.call("GET", f"{run_path}/taskInstances/train_model/logs/1?full_content=true")
+def test_rest_triggered_run_succeeds_with_its_params_and_no_secret_in_its_logs(ui_stack, api, concurrent_runs):
+    rest, backfill = concurrent_runs[RUN_DATE], concurrent_runs[BACKFILL_DATE]
+    assert rest["run"]["run_type"] == "manual" and rest["run"]["conf"] == SMALL_RUN_CONF
+    assert concurrent_runs["triggered"]["dag_run_id"] == rest["run"]["dag_run_id"]
+    states = {task: ti["state"] for task, ti in rest["tasks"].items()}
+    assert rest["run"]["state"] == "success", states
+    assert {state for task, state in states.items() if task not in SCORING_TASKS} == {"success"}
+    # The only earlier forecast is the backfill's: scored iff it was published before this run looked for one.
+    looked = datetime.fromisoformat(rest["tasks"]["find_forecasts_to_score"]["start_date"])
+    published = datetime.fromisoformat(backfill["tasks"]["publish_forecast"]["end_date"])
+    expected = "success" if published < looked else "skipped"
+    assert {states[task] for task in SCORING_TASKS} == {expected}, (states, looked, published)
+
+    assert rest["plan"]["as_of"] == RUN_DATE
+    assert rest["gate"]["candidate_val_exp_rmspe"] == rest["metrics"]["gate_scores"]["challenger"]
+    assert rest["metrics"]["horovod_size"] == SMALL_RUN_CONF["num_proc"]
+
+    status, log = api.call("GET", f"{rest['path']}/taskInstances/train_model/logs/1?full_content=true")
     log_text = json.dumps(log)
     assert status == 200 and "Spark-Submit cmd" in log_text
     assert ui_stack.secret_key not in log_text
@@ -169,7 +200,7 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
         wait.until(lambda d: "Run Parameters" in d.find_element(By.TAG_NAME, "body").text)
         form = driver.find_element(By.TAG_NAME, "body").text
         for title in ("As-of date", "Sample rate", "Epochs", "Horovod processes", "Batch size per process",
-                      "Base learning rate", "Promotion tolerance", "Raw drop timeout (s)"):
+                      "Base learning rate", "Hidden layer widths", "Promotion tolerance", "Raw drop timeout (s)"):
             assert title in form, f"trigger form lacks the {title!r} param"
         assert "Backfill" in form  # the same dialog offers backfills over a date range
         driver.save_screenshot(str(tmp_path / "trigger_form.png"))
@@ -177,38 +208,24 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
         driver.quit()
 
 
-def test_backfill_of_two_dates_runs_them_concurrently_without_interference(ui_stack, api):
-    """Two backfill runs active at once: disjoint run-scoped outputs, and gates that never interleave."""
-    import subprocess
-
-    dates = ["2015-07-14", "2015-07-15"]
-    ui_stack.land(dates[0], dates[-1])
-    assert api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})[0] == 200
-    command = ["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", dates[0], "--to-date", dates[-1],
-               "--max-active-runs", "2", "--dag-run-conf", json.dumps(SMALL_RUN_CONF)]
-    created = subprocess.run(command, env=ui_stack.process_env(), capture_output=True, text=True, timeout=300)
-    assert created.returncode == 0, f"airflow backfill create failed:\n{created.stdout}\n{created.stderr}"
-
-    def backfill_runs():
-        runs = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100")[1]["dag_runs"]
-        done = {run["logical_date"][:10]: run for run in runs if run["run_type"] == "backfill"
-                and run["logical_date"][:10] in dates and run["state"] in ("success", "failed")}
-        return done if len(done) == len(dates) else None
-
-    runs = api.wait_for(backfill_runs, 2400, "both backfill runs to finish", interval_s=10)
-    assert {day: run["state"] for day, run in runs.items()} == {day: "success" for day in dates}
-    first, second = ({key: datetime.fromisoformat(runs[day][key]) for key in ("start_date", "end_date")}
+def test_backfill_and_triggered_run_ran_at_once_without_interference(ui_stack, concurrent_runs):
+    """Two runs active at once: disjoint run-scoped outputs, gates that never interleave, champions as of each date."""
+    dates = (BACKFILL_DATE, RUN_DATE)
+    runs = {day: concurrent_runs[day] for day in dates}
+    assert runs[BACKFILL_DATE]["run"]["run_type"] == "backfill"
+    states = {day: run["run"]["state"] for day, run in runs.items()}
+    assert states == {day: "success" for day in dates}, {day: {t: ti["state"] for t, ti in run["tasks"].items()}
+                                                         for day, run in runs.items()}
+    # The backfill's date is the earlier one: no forecast before it to score.
+    assert {runs[BACKFILL_DATE]["tasks"][task]["state"] for task in SCORING_TASKS} == {"skipped"}
+    first, second = ({key: datetime.fromisoformat(runs[day]["run"][key]) for key in ("start_date", "end_date")}
                      for day in dates)
     assert first["start_date"] < second["end_date"] and second["start_date"] < first["end_date"], (
-        "the two backfill runs did not overlap in time", first, second)
+        "the two runs did not overlap in time", first, second)
 
-    plans, gates, gate_tis = {}, {}, {}
-    for day, run in runs.items():
-        run_path = f"/api/v2/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
-        plans[day] = api.call("GET", f"{run_path}/taskInstances/plan_run/xcomEntries/return_value")[1]["value"]
-        gates[day] = api.call("GET", f"{run_path}/taskInstances/quality_gate/xcomEntries/return_value")[1]["value"]
-        gate_tis[day] = api.call("GET", f"{run_path}/taskInstances/quality_gate")[1]
-        assert plans[day]["as_of"] == day and f"/runs/{day}/backfill__" in plans[day]["features"]
+    plans = {day: run["plan"] for day, run in runs.items()}
+    for day, kind in ((BACKFILL_DATE, "backfill"), (RUN_DATE, "manual")):
+        assert plans[day]["as_of"] == day and f"/runs/{day}/{kind}__" in plans[day]["features"]
 
     # Run-scoped outputs: disjoint prefixes, and each run's forecast read only its own committed features.
     roots = {day: plan["features"].rsplit("/", 1)[0] + "/" for day, plan in plans.items()}
@@ -220,13 +237,17 @@ def test_backfill_of_two_dates_runs_them_concurrently_without_interference(ui_st
         assert summary["features"].startswith(plan["features"] + "/attempts/")
         assert ui_stack.read_json(f"{summary['features']}/metadata.json")["as_of"] == day
 
-    # The gates ran one after the other; each compared against the champion as of its own date that its train job
-    # scored (never the later RUN_DATE run's champion), and the newest as-of date's champion stays the pointer.
-    gate_times = {day: {key: datetime.fromisoformat(ti[key]) for key in ("start_date", "end_date")}
-                  for day, ti in gate_tis.items()}
+    # The gates ran one after the other; each compared against the champion as of its own date (never the later
+    # run's), and the newest promoted as-of date's champion is the pointer, whichever gate ran first.
+    gate_times = {day: {key: datetime.fromisoformat(run["tasks"]["quality_gate"][key])
+                        for key in ("start_date", "end_date")} for day, run in runs.items()}
     earlier, later = sorted(dates, key=lambda day: gate_times[day]["start_date"])
     assert gate_times[earlier]["end_date"] <= gate_times[later]["start_date"], gate_times
+    gates = {day: run["gate"] for day, run in runs.items()}
     for day, gate in gates.items():
-        assert gate["champion_as_of"] <= day, (day, gate)
-    champion = ui_stack.read_json(plans[dates[0]]["champion"])
-    assert champion["as_of"] == RUN_DATE
+        assert gate["champion_as_of"] is None or gate["champion_as_of"] <= day, (day, gate)
+    # Nothing to compare against as of the earlier date, even if the later run promoted first.
+    assert gates[BACKFILL_DATE]["champion_val_exp_rmspe"] is None
+    promoted = [day for day, gate in gates.items() if gate["promoted"]]
+    assert promoted, gates
+    assert ui_stack.read_json(plans[RUN_DATE]["champion"])["as_of"] == max(promoted)
