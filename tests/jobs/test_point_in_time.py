@@ -270,11 +270,15 @@ def prepare(spark, tmp_path_factory):
             write_csv(os.path.join(raw, name), name, rows)
         out = str(tmp_path_factory.mktemp("features"))
         metadata = run_prepare(spark, raw, out, AS_OF, num_shards=2, point_in_time_mode=mode)
-        attempt = storage.committed_uri(out)
-        splits = {name: pd.read_parquet(storage.join(attempt, name)).sort_values(["StoreId", "Date"])
-                  .reset_index(drop=True) for name in SPLITS}
-        return metadata, splits
+        return metadata, committed_splits(out)
     return run
+
+
+def committed_splits(out: str) -> dict[str, pd.DataFrame]:
+    """Every split of a committed prepare output, sorted by store and date (shard and row order are not the claim)."""
+    attempt = storage.committed_uri(out)
+    return {name: pd.read_parquet(storage.join(attempt, name)).sort_values(["StoreId", "Date"]).reset_index(drop=True)
+            for name in SPLITS}
 
 
 @pytest.fixture(scope="module")

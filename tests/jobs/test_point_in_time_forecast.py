@@ -27,7 +27,8 @@ from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import RAW_FILES
 
 from job_process import JobProcess
-from test_point_in_time import AS_OF, SEED, STORES, perturbed, read_csv, week_end_of, write_csv
+from test_point_in_time import (AS_OF, SEED, SPLITS, STORES, committed_splits, perturbed, read_csv, week_end_of,
+                               write_csv)
 
 pytestmark = pytest.mark.slow
 
@@ -86,15 +87,6 @@ def predict(model, features, raw, work) -> dict:
             "summary": storage.read_manifest(out)["summary"]}
 
 
-def split_rows(features: str, split: str) -> pd.DataFrame:
-    """Every row of a committed split, in a canonical order (the shards' order and row order are not the claim)."""
-    attempt = storage.committed_uri(features)
-    frames = [pd.read_parquet(os.path.join(attempt, split, name))
-              for name in sorted(os.listdir(os.path.join(attempt, split))) if name.endswith(".parquet")]
-    rows = pd.concat(frames, ignore_index=True)
-    return rows.sort_values(sorted(rows.columns)).reset_index(drop=True)
-
-
 @pytest.fixture(scope="module")
 def changed_files(snapshot):
     return perturbed(snapshot)
@@ -114,9 +106,9 @@ def forecasts(snapshot, changed_files, tmp_path_factory):
     with ThreadPoolExecutor(max_workers=len(drops)) as pool:
         predicted = dict(zip(drops, pool.map(lambda name: predict(model, features[name], raws[name], works[name]),
                                              drops)))
-    return {name: {**predicted[name], "features": features[name],
-                   "metadata": json.loads(committed(features[name], "metadata.json")),
-                   "metrics": json.loads(committed(model, "metrics.json"))}
+    metrics = json.loads(committed(model, "metrics.json"))
+    return {name: {**predicted[name], "splits": committed_splits(features[name]),
+                   "metadata": json.loads(committed(features[name], "metadata.json")), "metrics": metrics}
             for name in drops}
 
 
@@ -147,10 +139,9 @@ def test_the_perturbation_changes_every_file_after_as_of_and_nothing_else(snapsh
 
 def test_both_drops_prepare_the_same_rows_for_training_validation_and_the_horizon(full, changed):
     """All the train job reads: equal splits make one model (trained on either) stand for both drops."""
-    for split in ("train", "validation", "test"):
-        ours, theirs = split_rows(full["features"], split), split_rows(changed["features"], split)
-        assert len(ours) > 0, split
-        pd.testing.assert_frame_equal(theirs, ours, check_exact=True, obj=split)
+    for split in SPLITS:
+        assert len(full["splits"][split]) > 0, split
+        pd.testing.assert_frame_equal(changed["splits"][split], full["splits"][split], check_exact=True, obj=split)
     for key in ("row_counts", "vocabularies", "max_sales", "feature_spec", "test_window", "validation_window"):
         assert changed["metadata"][key] == full["metadata"][key], key
 
