@@ -1,17 +1,23 @@
-"""Forecast quality against the generator's truth: strict point-in-time vs the seed's time travel vs naive baseline.
+"""Forecast quality against the generator's truth: training settings, warm start and point-in-time modes, scored.
 
-For one as-of date D (default 2015-07-31, whose horizon is the Kaggle test period) and N generated stores:
-  strict      a realistic drop for D (weather and trend only up to D, test.csv = the plan for D+1..D+48),
-              prepare --point-in-time strict (the product's default);
-  seed        the full snapshot (future weather and trend included), prepare --point-in-time seed, i.e. the
-              Horovod example's joins;
-then train and predict with the same settings, and score each submission.csv against the truth's hidden sales of
-the horizon (exp-RMSPE over Sales > 0), beside the naive seasonal baseline that predict writes next to the model's
-forecast (store x day-of-week x promo median over the last 365 days up to D) and the noise floor (the noise-free
-expected sales scored the same way). Wall time per job is recorded too. Writes bench/out/forecast_truth.json and
-prints a table.
+For one as-of date D (default 2015-07-31, whose horizon is the Kaggle test period) and N generated stores, runs the
+real jobs with spark-submit (local[2], like the DAG) and scores each submission.csv against the truth of the
+horizon (exp-RMSPE over Sales > 0):
+  variants   strict: the realistic drop for D (weather and trend only up to D) and prepare --point-in-time strict
+             (the product's default); seed: the full snapshot and --point-in-time seed (the Horovod example's joins)
+  configs    default: the product's training defaults (TrainParams, the DAG's params); reference: Horovod's
+             keras_spark_rossmann settings (1000-1000-1000-500, batch 100, lr 1e-4 per rank), --reference-epochs;
+             custom: --epochs/--batch-size/--learning-rate/--hidden-units
+  warm start --warm-start-from D0: train `default` cold on the strict drop of D0 (yesterday's champion), then
+             fine-tune it on D's features for --warm-epochs (config `warm`), beside `default` cold on D
+Beside them: the noise floor (the noise-free expected sales), the point-in-time floor (expected sales with the
+weather and trend after D replaced by what is known on D, synth/point_in_time.py) and the naive seasonal baseline
+that predict writes next to every forecast. Records each job's wall time and each model's epoch curve. Writes
+bench/out/forecast_truth_<N>.json and .png (val curves against training time; test scores against the floors) and
+prints a table. A --workdir is reused: committed steps are not run again.
 
-    PATH=.venvs/jobs/bin:$PATH .venvs/jobs/bin/python bench/bench_forecast_truth.py --stores 30 [--epochs 10]
+    PATH=.venvs/jobs/bin:$PATH .venvs/jobs/bin/python bench/bench_forecast_truth.py --stores 30 \
+        [--configs default,reference] [--warm-start-from 2015-07-30] [--workdir DIR]
 """
 from __future__ import annotations
 
@@ -34,117 +40,241 @@ sys.path.insert(0, str(REPO))
 
 from rossmann_jobs import storage  # noqa: E402
 from rossmann_jobs.forecast.baseline import BASELINE_COL  # noqa: E402
-from rossmann_jobs.synth.cli import expected_values_uri, generate, land  # noqa: E402
+from rossmann_jobs.synth.cli import generate, land  # noqa: E402
 from rossmann_jobs.synth.dataset import SynthConfig  # noqa: E402
+from rossmann_jobs.synth.point_in_time import point_in_time_expected  # noqa: E402
+from rossmann_jobs.synth.truth import exp_rmspe  # noqa: E402
+from rossmann_jobs.training.params import TrainParams  # noqa: E402
+
+REFERENCE = {"hidden_units": "1000,1000,1000,500", "batch_size": 100, "learning_rate": 1e-4}
+QUALITY_BAR = 1.10   # issue 16: the forecast within 10 % of the point-in-time floor
 
 
-def exp_rmspe(actual: np.ndarray, forecast: np.ndarray) -> float:
-    keep = actual > 0
-    return float(np.sqrt(np.mean(((actual[keep] - forecast[keep]) / actual[keep]) ** 2)))
-
-
-def spark_submit(job: str, args: list[str], log_path: Path, driver_memory: str = "2g") -> float:
-    """Runs one job like the DAG does (spark-submit, local[2]); returns its wall time in seconds."""
+def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_memory: str = "3g") -> float:
+    """Runs one job like the DAG does (spark-submit, local[2]); returns its wall time in seconds. A committed `out`
+    from an earlier run of the same work dir is reused with the wall time recorded then."""
+    timing = Path(f"{out}.timing.json")
+    if storage.exists(storage.join(out, storage.MANIFEST_NAME)) and timing.exists():
+        return json.loads(timing.read_text())["seconds"]
     jobs_bin = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{jobs_bin}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(REPO)}
     command = [str(jobs_bin / "spark-submit"), "--master", "local[2]", "--driver-memory", driver_memory,
                "--conf", "spark.ui.enabled=false", str(REPO / "rossmann_jobs" / f"{job}.py"), *args]
+    print(f"{dt.datetime.now():%H:%M:%S} {job}: {' '.join(args)}", flush=True)
     started = time.perf_counter()
     with open(log_path, "w") as log:
         code = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
     if code != 0:
         sys.exit(f"{job} failed (exit {code}); log: {log_path}\n{log_path.read_text()[-3000:]}")
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    timing.write_text(json.dumps({"seconds": seconds}))
+    return seconds
 
 
-def run_variant(name: str, raw: str, mode: str, as_of: str, work: Path, train_args: list[str]) -> dict:
+def train_args(config: str, args: argparse.Namespace) -> list[str]:
+    defaults = TrainParams()
+    settings = {"epochs": defaults.epochs, "batch_size": defaults.batch_size,
+                "learning_rate": defaults.learning_rate, "hidden_units": ",".join(map(str, defaults.hidden_units))}
+    if config == "reference":
+        settings.update(REFERENCE, epochs=args.reference_epochs)
+    elif config == "custom":
+        settings.update({key: getattr(args, key) for key in settings if getattr(args, key) is not None})
+    elif config == "warm":
+        settings.update(epochs=args.warm_epochs)
+    elif config != "default":
+        raise SystemExit(f"unknown config {config!r}: default, reference, custom")
+    return ["--num-proc", str(args.num_proc), *[item for key, value in settings.items()
+                                                  for item in (f"--{key.replace('_', '-')}", str(value))]]
+
+
+def train_and_predict(work: Path, name: str, raw: str, features: str, args: list[str]) -> dict:
     out = work / name
     out.mkdir(parents=True, exist_ok=True)
-    features, model, predictions = (str(out / part) for part in ("features", "model", "predictions"))
-    timings = {
-        "prepare": spark_submit("prepare", ["--raw", raw, "--out", features, "--as-of", as_of,
-                                            "--point-in-time", mode], out / "prepare.log"),
-        "train": spark_submit("train", ["--features", features, "--out", model, *train_args], out / "train.log"),
-        "predict": spark_submit("predict", ["--model", model, "--features", features, "--raw", raw,
-                                            "--out", predictions], out / "predict.log"),
-    }
+    model, predictions = str(out / "model"), str(out / "predictions")
+    timings = {"train": spark_submit("train", ["--features", features, "--out", model, *args], model,
+                                     out / "train.log"),
+               "predict": spark_submit("predict", ["--model", model, "--features", features, "--raw", raw,
+                                                   "--out", predictions], predictions, out / "predict.log")}
     attempt = storage.committed_uri(predictions)
-    submission = pd.read_csv(storage.join(attempt, "submission.csv"))
+    metrics = json.loads(Path(storage.committed_uri(model), "metrics.json").read_text())
     rows = pd.read_parquet(storage.join(attempt, "predictions"))
     rows = rows[rows["split"] == "test"] if "split" in rows else rows
-    metrics = json.loads(Path(storage.committed_uri(model), "metrics.json").read_text())
-    return {"submission": submission, "baseline": rows[["Id", BASELINE_COL]].dropna(subset=["Id"]),
-            "timings_s": {k: round(v, 1) for k, v in timings.items()},
-            "val_exp_rmspe": metrics.get("best_val_exp_rmspe"), "epochs_run": metrics.get("epochs_run")}
+    return {"submission": pd.read_csv(storage.join(attempt, "submission.csv")),
+            "baseline": rows[["Id", BASELINE_COL]].dropna(subset=["Id"]),
+            "timings_s": {**{k: round(v, 1) for k, v in timings.items()},
+                          "horovod_training": round(metrics["timings_seconds"]["horovod training"], 1)},
+            "val_exp_rmspe": metrics["best_val_exp_rmspe"], "best_epoch": metrics["best_epoch"],
+            "epochs_run": metrics["epochs_run"], "warm_start": metrics.get("warm_start", {}).get("used", False),
+            "params": {k: metrics["params"][k] for k in ("hidden_units", "batch_size", "learning_rate", "epochs")},
+            "curve": [{"epoch": e["epoch"], "val_exp_rmspe": e["val_exp_rmspe"], "epoch_seconds": e["epoch_seconds"]}
+                      for e in metrics["epochs"]]}
+
+
+def horizon_truth(dataset, drop: str, as_of: dt.date) -> pd.DataFrame:
+    """The drop's plan rows with the hidden Sales, the expected sales and the expected sales as known on as_of."""
+    grids = dataset.grids
+    days, known = point_in_time_expected(grids, as_of)
+    dates = grids.calendar.dates[days]
+    stores = np.arange(1, known.shape[1] + 1)
+    day_index = np.searchsorted(grids.calendar.dates, dates)
+    frame = pd.DataFrame({"Date": pd.to_datetime(np.repeat(dates, len(stores))),
+                          "Store": np.tile(stores, len(dates)),
+                          "Sales": grids.sales[day_index].ravel(),
+                          "ExpectedSales": grids.sales_model.expected[day_index].ravel(),
+                          "PointInTimeExpectedSales": known.ravel()})
+    plan = pd.read_csv(storage.join(drop, "test.csv"), usecols=["Id", "Store", "Date"], parse_dates=["Date"])
+    return plan.merge(frame, on=["Store", "Date"], how="left")
+
+
+def score(horizon: pd.DataFrame, plan_of: str, run: dict) -> tuple[float, float, int]:
+    """(model, baseline) exp-RMSPE against the hidden sales, matched through the variant's own test.csv Ids."""
+    plan = pd.read_csv(storage.join(plan_of, "test.csv"), usecols=["Id", "Store", "Date"], parse_dates=["Date"])
+    scored = (plan.merge(run["submission"], on="Id").merge(run["baseline"], on="Id", how="left")
+              .merge(horizon[["Store", "Date", "Sales"]].rename(columns={"Sales": "Actual"}), on=["Store", "Date"]))
+    actual = scored["Actual"].to_numpy(float)
+    return (exp_rmspe(actual, scored["Sales"].to_numpy(float)),
+            exp_rmspe(actual, scored[BASELINE_COL].fillna(0).to_numpy(float)), int((actual > 0).sum()))
+
+
+def plot(record: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    results, floors = record["results"], record["floors"]
+    figure, (curves, bars) = plt.subplots(1, 2, figsize=(13, 4.8))
+    for name, values in results.items():
+        if "curve" not in values:
+            continue
+        seconds = np.cumsum([e["epoch_seconds"] for e in values["curve"]]) / 60
+        curves.plot(seconds, [e["val_exp_rmspe"] for e in values["curve"]], marker=".", label=name)
+    curves.axhline(floors["validation noise floor"], color="black", linestyle=":", label="validation noise floor")
+    curves.set_xlabel("training time (min, epochs summed)")
+    curves.set_ylabel("validation exp-RMSPE")
+    curves.set_yscale("log")
+    curves.set_title("validation exp-RMSPE per epoch")
+    curves.grid(alpha=0.3, which="both")
+    curves.legend(fontsize=8)
+    names = list(results)
+    bars.barh(names, [results[n]["exp_rmspe"] for n in names], color="tab:blue")
+    pit = floors["point-in-time floor"]
+    bars.axvline(floors["noise floor"], color="black", linestyle=":", label="noise floor")
+    bars.axvline(pit, color="tab:green", linestyle="--", label="point-in-time floor")
+    bars.axvline(pit * QUALITY_BAR, color="tab:red", linestyle="--", label=f"{QUALITY_BAR:.2f} x point-in-time floor")
+    bars.set_xlim(floors["noise floor"] * 0.9, max(results[n]["exp_rmspe"] for n in names) * 1.05)
+    bars.set_xlabel("test exp-RMSPE against the truth (48-day horizon)")
+    bars.set_title(f"{record['args']['stores']} stores, as of {record['args']['as_of']}")
+    bars.invert_yaxis()
+    bars.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stores", type=int, default=30)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--as-of", default="2015-07-31")
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--as-of", type=dt.date.fromisoformat, default=dt.date(2015, 7, 31))
+    parser.add_argument("--variants", default="strict", help="strict,seed")
+    parser.add_argument("--configs", default="default", help="default,reference,custom")
+    parser.add_argument("--epochs", type=int)
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--learning-rate", type=float)
+    parser.add_argument("--hidden-units")
+    parser.add_argument("--reference-epochs", type=int, default=100)
     parser.add_argument("--num-proc", type=int, default=2)
-    parser.add_argument("--variants", default="strict,seed")
+    parser.add_argument("--warm-start-from", type=dt.date.fromisoformat,
+                        help="as-of date of the model to warm-start from (trained cold with `default` first)")
+    parser.add_argument("--warm-epochs", type=int, default=3)
     parser.add_argument("--workdir", default=None)
-    parser.add_argument("--json", default=str(REPO / "bench" / "out" / "forecast_truth.json"))
+    parser.add_argument("--out", default=str(REPO / "bench" / "out"))
     args = parser.parse_args()
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="rossmann-bench-truth-"))
+    work.mkdir(parents=True, exist_ok=True)
     config = SynthConfig(stores=args.stores, seed=args.seed)
-    as_of = dt.date.fromisoformat(args.as_of)
     full, drops = str(work / "full"), str(work / "drops")
-    generate(full, config)
-    land(drops, as_of, as_of, config)
-    truth = pd.read_parquet(expected_values_uri(full + ".truth.json"))
-    train_args = ["--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-                  "--learning-rate", str(args.learning_rate), "--num-proc", str(args.num_proc)]
+    dataset = generate(full, config)
+    days = [args.as_of] + ([args.warm_start_from] if args.warm_start_from else [])
+    for day in days:
+        land(drops, day, day, config)
+    drop = storage.join(drops, args.as_of.isoformat())
+    horizon = horizon_truth(dataset, drop, args.as_of)
+    sales = horizon["Sales"].to_numpy(float)
+    floors = {"noise floor": exp_rmspe(sales, horizon["ExpectedSales"].to_numpy(float)),
+              "point-in-time floor": exp_rmspe(sales, horizon["PointInTimeExpectedSales"].to_numpy(float)),
+              "validation noise floor": dataset.truth["noise_floor"]["validation"]["exp_rmspe"]}
 
-    sources = {"strict": (storage.join(drops, as_of.isoformat()), "strict"), "seed": (full, "seed")}
-    # The horizon's truth: the hidden sales (and mu) of the drop's test.csv rows, matched on (Store, Date).
-    horizon = pd.read_csv(storage.join(drops, as_of.isoformat(), "test.csv"), usecols=["Id", "Store", "Date"])
-    horizon["Date"] = pd.to_datetime(horizon["Date"])
-    truth["Date"] = pd.to_datetime(truth["Date"])
-    truth_cols = ["Store", "Date", "Sales", "ExpectedSales"]
-    horizon = horizon.merge(truth[truth_cols].drop_duplicates(["Store", "Date"]), on=["Store", "Date"], how="left")
-    results = {"noise floor (expected sales)": {"exp_rmspe": exp_rmspe(horizon["Sales"].to_numpy(float),
-                                                                       horizon["ExpectedSales"].to_numpy(float))}}
-    for name in args.variants.split(","):
-        raw, mode = sources[name]
-        run = run_variant(name, raw, mode, args.as_of, work, train_args)
-        # Ids of the full snapshot's test.csv and of the realistic drop's plan coincide for 2015-07-31 only, so
-        # match each variant's submission through its own raw test.csv.
-        plan = pd.read_csv(storage.join(raw, "test.csv"), usecols=["Id", "Store", "Date"])
-        plan["Date"] = pd.to_datetime(plan["Date"])
-        scored = (plan.merge(run["submission"], on="Id").merge(run["baseline"], on="Id", how="left")
-                  .merge(horizon[["Store", "Date", "Sales"]].rename(columns={"Sales": "Actual"}), on=["Store", "Date"]))
-        actual = scored["Actual"].to_numpy(float)
-        results[f"model, {name}"] = {"exp_rmspe": exp_rmspe(actual, scored["Sales"].to_numpy(float)),
-                                     "val_exp_rmspe": run["val_exp_rmspe"], "epochs_run": run["epochs_run"],
-                                     "timings_s": run["timings_s"], "rows": int((actual > 0).sum())}
-        results[f"naive baseline, {name} features"] = {
-            "exp_rmspe": exp_rmspe(actual, scored[BASELINE_COL].fillna(0).to_numpy(float))}
+    sources = {"strict": (drop, "strict"), "seed": (full, "seed")}
+    prepared: dict[str, str] = {}
+    prepare_s: dict[str, float] = {}
 
-    floor = results["noise floor (expected sales)"]["exp_rmspe"]
+    def prepare(variant: str, day: dt.date) -> str:
+        raw, mode = sources[variant] if day == args.as_of else (storage.join(drops, day.isoformat()), "strict")
+        key = f"{variant}-{day}"
+        if key not in prepared:
+            features = str(work / f"features-{key}")
+            prepare_s[key] = round(spark_submit("prepare", ["--raw", raw, "--out", features, "--as-of",
+                                                            day.isoformat(), "--point-in-time", mode],
+                                                features, work / f"prepare-{key}.log"), 1)
+            prepared[key] = features
+        return prepared[key]
+
+    results: dict[str, dict] = {}
+    for variant in args.variants.split(","):
+        features = prepare(variant, args.as_of)
+        plan_of = sources[variant][0]
+        names = args.configs.split(",")
+        for name in names:
+            run = train_and_predict(work, f"{variant}-{name}", plan_of, features, train_args(name, args))
+            if name == "default" and args.warm_start_from and variant == "strict":
+                earlier = prepare("strict", args.warm_start_from)
+                earlier_drop = storage.join(drops, args.warm_start_from.isoformat())
+                seed_run = train_and_predict(work, f"cold-{args.warm_start_from}", earlier_drop, earlier,
+                                             train_args("default", args))
+                warm = train_and_predict(work, f"{variant}-warm", plan_of, features,
+                                         [*train_args("warm", args), "--warm-start-model",
+                                          str(work / f"cold-{args.warm_start_from}" / "model")])
+                warm["warm_source_timings_s"] = seed_run["timings_s"]
+                runs = [(name, run), ("warm", warm)]
+            else:
+                runs = [(name, run)]
+            for label, one in runs:
+                model_score, baseline_score, rows = score(horizon, plan_of, one)
+                results[f"{label}, {variant}"] = {
+                    "exp_rmspe": model_score, "rows": rows,
+                    **{k: v for k, v in one.items() if k not in ("submission", "baseline")}}
+                results.setdefault(f"naive baseline, {variant}", {"exp_rmspe": baseline_score})
+
     record = {"benchmark": "forecast_truth", "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(),
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "platform": platform.platform()},
-              "args": vars(args), "horizon_rows": int(len(horizon)), "results": results}
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(record, indent=2, default=str))
-    print(f"\n{args.stores} stores, as-of {args.as_of}, horizon {len(horizon)} rows; {args.epochs} epochs, "
-          f"batch {args.batch_size}, lr {args.learning_rate}, {args.num_proc} ranks\n")
-    print("| forecast | test exp-RMSPE vs truth | x noise floor | val exp-RMSPE | prepare s | train s | predict s |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+                          "platform": platform.platform(), "load_average": os.getloadavg()},
+              "args": {k: str(v) if isinstance(v, dt.date) else v for k, v in vars(args).items()},
+              "horizon_rows": int(len(horizon)), "floors": floors, "prepare_s": prepare_s, "results": results}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, png_path = out / f"forecast_truth_{args.stores}.json", out / f"forecast_truth_{args.stores}.png"
+    json_path.write_text(json.dumps(record, indent=2, default=str))
+    plot(record, png_path)
+
+    pit = floors["point-in-time floor"]
+    print(f"\n{args.stores} stores, as-of {args.as_of}, horizon {len(horizon)} rows; noise floor "
+          f"{floors['noise floor']:.4f}, point-in-time floor {pit:.4f}; prepare s {prepare_s}\n")
+    print("| forecast | settings | test exp-RMSPE vs truth | x point-in-time floor | val exp-RMSPE | best epoch / run "
+          "| train s (Horovod s) | predict s |")
+    print("|---|---|---:|---:|---:|---|---:|---:|")
     for name, values in results.items():
-        t = values.get("timings_s", {})
+        t, p = values.get("timings_s", {}), values.get("params")
+        settings = (f"{p['hidden_units']}, batch {p['batch_size']}, lr {p['learning_rate']:g}, {p['epochs']} ep"
+                    + (", warm" if values.get("warm_start") else "")) if p else ""
         val = values.get("val_exp_rmspe")
-        print(f"| {name} | {values['exp_rmspe']:.4f} | {values['exp_rmspe'] / floor:.2f} | "
-              f"{'' if val is None else f'{val:.4f}'} | {t.get('prepare', '')} | {t.get('train', '')} | "
-              f"{t.get('predict', '')} |")
-    print(f"\nJSON: {args.json}; work dir: {work}")
+        epochs = f"{values['best_epoch']} / {values['epochs_run']}" if "epochs_run" in values else ""
+        train = f"{t['train']} ({t['horovod_training']})" if t else ""
+        print(f"| {name} | {settings} | {values['exp_rmspe']:.4f} | {values['exp_rmspe'] / pit:.2f} | "
+              f"{'' if val is None else f'{val:.4f}'} | {epochs} | {train} | {t.get('predict', '')} |")
+    print(f"\nJSON: {json_path}; plot: {png_path}; work dir: {work}")
 
 
 if __name__ == "__main__":

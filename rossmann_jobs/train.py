@@ -2,7 +2,7 @@
 
 spark-submit rossmann_jobs/train.py --features URI --out URI [--num-proc N] [--epochs E] [--batch-size B]
     [--learning-rate LR] [--resume/--no-resume] [--hidden-units 1000,1000,1000,500] [--embedding-dim 10]
-    [--champion-model URI]
+    [--champion-model URI] [--warm-start-model URI]
 
 Each Horovod rank streams its own Parquet shard from the store; nothing is collected to the driver. Rank 0 writes a
 checkpoint to <out>/checkpoints/ every epoch; a re-run of the same --out resumes from it (unless --no-resume).
@@ -10,6 +10,9 @@ Fault injection for tests: ROSSMANN_TRAIN_KILL_AFTER_EPOCH=K makes the last rank
 checkpoint, on a run that started fresh (a run that resumed from a checkpoint ignores it; inert when unset).
 After training, the driver scores the committed model, the --champion-model (if any) and the naive seasonal baseline
 on the validation rows (training/gate_scores.py): metrics.json `gate_scores`, the quality gate's input.
+--warm-start-model (the champion as of D, in the DAG) starts a fresh run from that model's weights, embeddings
+re-indexed to today's vocabularies (training/warm_start.py); an incompatible model means a cold start, logged and
+recorded in metrics.json `warm_start`.
 """
 from __future__ import annotations
 
@@ -24,8 +27,9 @@ from rossmann_jobs.spark_session import build_spark_session, stage_progress, tim
 from rossmann_jobs.training import checkpoint, report
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
 from rossmann_jobs.training.gate_scores import gate_scores
-from rossmann_jobs.training.params import TrainParams
+from rossmann_jobs.training.params import LR_SCHEDULES, TrainParams
 from rossmann_jobs.training.splits import train_statistics
+from rossmann_jobs.training.warm_start import WarmStart, plan_warm_start
 from rossmann_jobs.training.worker import WorkerConfig, train_fn
 
 log = logging.getLogger("rossmann.train")
@@ -50,6 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size, help="per rank")
     parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
                         help="per rank; warmed up to learning rate x Horovod size")
+    parser.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=defaults.lr_schedule,
+                        help="after warm-up: hold the rate and cut it on plateaus, or decay it along a cosine to 0")
+    parser.add_argument("--warmup-epochs", type=int, default=defaults.warmup_epochs)
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                         help="resume from <out>/checkpoints/ if a checkpoint is there (default: yes)")
     parser.add_argument("--hidden-units", default=",".join(map(str, defaults.hidden_units)))
@@ -57,10 +64,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--champion-model", default="",
                         help="the champion to score beside the new model on the same validation rows: a model attempt "
                              "or train output URI (empty: there is no champion)")
+    parser.add_argument("--warm-start-model", default="",
+                        help="start from this model's weights (a model attempt or train output URI) when there is no "
+                             "checkpoint to resume; empty: a cold start")
     args = parser.parse_args(argv)
     for name in ("epochs", "batch_size", "embedding_dim"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.warmup_epochs < 0:
+        parser.error("--warmup-epochs must be >= 0")
     if args.num_proc is not None and args.num_proc < 1:
         parser.error("--num-proc must be >= 1")
     return args
@@ -121,7 +133,8 @@ def worker_env() -> dict[str, str]:
 def params_from_args(args: argparse.Namespace) -> TrainParams:
     hidden_units = tuple(int(units) for units in args.hidden_units.split(",") if units.strip())
     return TrainParams(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
-                       hidden_units=hidden_units, embedding_dim=args.embedding_dim)
+                       hidden_units=hidden_units, embedding_dim=args.embedding_dim, lr_schedule=args.lr_schedule,
+                       warmup_epochs=args.warmup_epochs)
 
 
 def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
@@ -142,10 +155,24 @@ def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], par
     return model_file
 
 
+def warm_start_plan(model_uri: str, features: FeatureSet, params: TrainParams) -> tuple[WarmStart | None, dict]:
+    """The warm start to pass to the ranks (None: cold) and metrics.json's `warm_start` entry."""
+    if not model_uri:
+        return None, {"requested": None, "used": False, "reason": "no --warm-start-model"}
+    plan, refusal = plan_warm_start(model_uri, features, params)
+    if plan is None:
+        log.warning("cold start: --warm-start-model %s cannot seed this run: %s", model_uri, refusal)
+        return None, {"requested": model_uri, "used": False, "reason": refusal}
+    return plan, {"requested": model_uri, "used": True, **plan.describe()}
+
+
 def write_metrics(attempt: str, summary: dict[str, Any], params: TrainParams, num_proc: int,
-                  timings: dict[str, float], scores: dict[str, Any]) -> None:
+                  timings: dict[str, float], scores: dict[str, Any], warm_start: dict[str, Any]) -> None:
+    # A resumed run keeps how its first try started.
+    warm_start = {**warm_start, "used": bool(summary.get("warm_started"))}
     storage.write_json(storage.join(attempt, "metrics.json"),
-                       {**report.metrics_document(summary, params, num_proc, timings), "gate_scores": scores})
+                       {**report.metrics_document(summary, params, num_proc, timings), "gate_scores": scores,
+                        "warm_start": warm_start})
     storage.write_bytes(storage.join(attempt, "training_curves.png"),
                         report.training_curves_png(summary["history"], summary["best_epoch"]))
 
@@ -171,12 +198,13 @@ def main(argv: list[str] | None = None) -> int:
         kill_after = os.environ.get(KILL_AFTER_EPOCH_ENV)
         with timed("train statistics", timings):
             start = train_statistics(spark, features.train_files)
+        warm_start, warm_start_facts = warm_start_plan(args.warm_start_model, features, params)
         config = WorkerConfig(train_units=train_units, validation_units=validation_units,
                               vocab_sizes=features.vocab_sizes, max_sales=features.max_sales,
                               params=params.to_dict(), checkpoint_root=checkpoints,
                               features_attempt=features.attempt_uri, resume=args.resume,
                               kill_after_epoch=int(kill_after) if kill_after else None,
-                              start=start)
+                              start=start, warm_start=warm_start)
         log.info("training on %s (%d train files, %d rows) with %d Horovod processes, %d epochs, batch %d/rank",
                  features.attempt_uri, len(features.train_files), sum(u.rows for u in train_units), num_proc,
                  params.epochs, params.batch_size)
@@ -198,11 +226,12 @@ def main(argv: list[str] | None = None) -> int:
             model_file = write_model(attempt, features, summary, params)
         with stage_progress(spark, interval_s=60), timed("gate scores", timings):
             scores = gate_scores(spark, features, model_file, args.champion_model)
-        write_metrics(attempt, summary, params, num_proc, timings, scores)
+        write_metrics(attempt, summary, params, num_proc, timings, scores, warm_start_facts)
         storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
                                            "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
                                            "horovod_size": summary["horovod_size"],
-                                           "epochs_run": len(summary["history"]), "gate_scores": scores})
+                                           "epochs_run": len(summary["history"]), "gate_scores": scores,
+                                           "warm_started": bool(summary.get("warm_started"))})
         log.info("committed %s: best epoch %s, val exp_rmspe %.5f", attempt, summary["best_epoch"],
                  summary["best_val_exp_rmspe"])
     except (FeatureDataError, storage.OutputNotCommittedError) as error:

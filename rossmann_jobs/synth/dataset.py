@@ -9,10 +9,11 @@ import numpy as np
 from rossmann_jobs.synth import files
 from rossmann_jobs.synth.calendar import (TEST_END, TEST_START, TRAIN_END, TRAIN_START, build_calendar, promo_days,
                                           school_holidays, state_holidays)
-from rossmann_jobs.synth.grids import DataGrids
+from rossmann_jobs.synth.grids import DataGrids, SalesModel
 from rossmann_jobs.synth.layout import choose_layout
 from rossmann_jobs.synth.opening import open_days, open_without_sales
-from rossmann_jobs.synth.sales import expected_sales, observe, sales_factors
+from rossmann_jobs.synth.point_in_time import point_in_time_expected
+from rossmann_jobs.synth.sales import expected_sales, observe, sales_factors, weather_factor
 from rossmann_jobs.synth.states import STATE_CODES, trend_code, trend_file_names
 from rossmann_jobs.synth.stores import generate_stores
 from rossmann_jobs.synth.trend import generate_trends
@@ -74,7 +75,8 @@ def build_dataset(config: SynthConfig) -> SynthDataset:
     weather = generate_weather(calendar, len(STATE_CODES), _rng(config.seed, "weather"))
     trends = generate_trends(calendar, _rng(config.seed, "trend"))
     trend_columns = np.array([trend_file_names().index(f"Rossmann_DE_{trend_code(s)}") for s in stores.state])
-    relative_trend_by_day = (trends.values / trends.values.mean(axis=0))[trends.day_to_week]
+    relative_trend_by_week = trends.values / trends.values.mean(axis=0)
+    relative_trend_by_day = relative_trend_by_week[trends.day_to_week]
 
     holiday = holiday_by_state[:, state_of_store]
     school = school_by_state[:, state_of_store]
@@ -94,7 +96,10 @@ def build_dataset(config: SynthConfig) -> SynthDataset:
 
     grids = DataGrids(calendar=calendar, trends=trends, weather=weather, train_day=train_day, train_store=train_store,
                       test_day=test_day, test_store=test_store, test_blank_open=blank_open, sales=sales,
-                      customers=customers, is_open=is_open, promo=promo, holiday=holiday, school=school)
+                      customers=customers, is_open=is_open, promo=promo, holiday=holiday, school=school,
+                      sales_model=SalesModel(expected=expected, weather_factor=weather_factor(weather),
+                                             relative_trend_by_week=relative_trend_by_week,
+                                             trend_columns=trend_columns, state_of_store=state_of_store))
     rendered = {
         "train.csv": files.train_csv(grids, train_day, train_store),
         "test.csv": files.test_csv(grids, test_day, test_store, blank_open),
@@ -106,6 +111,9 @@ def build_dataset(config: SynthConfig) -> SynthDataset:
     }
     row_counts = {name: data.count(b"\n") - 1 for name, data in rendered.items()}
 
+    # The test rows are the horizon of the last train day: their expected sales as known on that day.
+    horizon, known_on_train_end = point_in_time_expected(grids, TRAIN_END)
+    test_known = known_on_train_end[test_day - horizon[0], test_store]
     day = np.concatenate([train_day, test_day])
     store = np.concatenate([train_store, test_store])
     per_row = {
@@ -116,6 +124,7 @@ def build_dataset(config: SynthConfig) -> SynthDataset:
         "Open": is_open[day, store].astype(np.int8),
         "Sales": sales[day, store],
         "ExpectedSales": expected[day, store],
+        "PointInTimeExpectedSales": np.concatenate([np.full(len(train_day), np.nan), test_known]),
     }
     truth = build_truth(config, calendar, row_counts, per_row, len(train_day))
     log.info("generated %d stores: %s", stores.count, ", ".join(f"{k} {v:,} rows" for k, v in row_counts.items()))
@@ -150,6 +159,13 @@ def build_truth(config: SynthConfig, calendar, row_counts: dict, per_row: dict, 
             "train": floor_entry(train_sales, train_expected),
             "validation": floor_entry(train_sales[in_validation], train_expected[in_validation]),
             "test": floor_entry(sales[test], expected[test]),
+            "test_point_in_time": {
+                **floor_entry(sales[test], per_row["PointInTimeExpectedSales"][test]),
+                "as_of": TRAIN_END.isoformat(),
+                "note": "y_hat = PointInTimeExpectedSales: the expected sales with the weather and trend after "
+                        "as_of replaced by what is known on as_of (synth/point_in_time.py); the floor of a "
+                        "forecast made on as_of",
+            },
             "theoretical": theoretical_floor(config.sigma),
             "theoretical_best_scaled": best_scaled_floor(config.sigma),
             "theoretical_best_scaled_note": "lowest expected exp_rmspe of any y_hat = c * ExpectedSales "
@@ -161,5 +177,6 @@ def build_truth(config: SynthConfig, calendar, row_counts: dict, per_row: dict, 
             "max": int(train_sales.max()),
             "open_share": float(open_train.mean()),
         },
-        "expected_values_columns": ["Split", "Id", "Store", "Date", "Open", "Sales", "ExpectedSales"],
+        "expected_values_columns": ["Split", "Id", "Store", "Date", "Open", "Sales", "ExpectedSales",
+                                    "PointInTimeExpectedSales"],
     }

@@ -11,6 +11,17 @@ from rossmann_jobs.synth.weather import Weather
 
 
 @dataclass(frozen=True)
+class SalesModel:
+    """What the point-in-time floor (synth/point_in_time.py) needs of the sales model besides the calendar."""
+
+    expected: np.ndarray                # [day, store] noise-free expected sales (0 when closed)
+    weather_factor: np.ndarray          # [day, state] the weather's factor in expected
+    relative_trend_by_week: np.ndarray  # [week, trend file] trend relative to its file's mean
+    trend_columns: np.ndarray           # [store] the store's state's trend file
+    state_of_store: np.ndarray          # [store] the store's state column
+
+
+@dataclass(frozen=True)
 class DataGrids:
     """Day numbers index the calendar; [day, store] grids span train + test days; row arrays are in file order."""
 
@@ -28,3 +39,4 @@ class DataGrids:
     promo: np.ndarray            # [day]
     holiday: np.ndarray          # [day, store] StateHoliday code
     school: np.ndarray           # [day, store]
+    sales_model: SalesModel

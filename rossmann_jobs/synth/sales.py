@@ -62,6 +62,21 @@ def promo2_days(calendar: Calendar, stores: Stores) -> tuple[np.ndarray, np.ndar
     return np.where(active[None, :], np.clip(days, 0, 7 * PROMO2_RAMP_WEEKS), 0), days >= 0
 
 
+def weather_factor(weather: Weather) -> np.ndarray:
+    """[day, state] sales factor of the day's weather: heat and cold keep shoppers away, and so do events."""
+    max_temp = weather.values["Max_TemperatureC"]
+    event_effect = np.ones(weather.events.shape)
+    for bit, factor in EVENT_FACTORS.items():
+        event_effect *= np.where(weather.events & bit, factor, 1.0)
+    return ((1 - HEAT_PER_DEGREE * np.clip(max_temp - HEAT_FROM_C, 0, None))
+            * (1 - COLD_PER_DEGREE * np.clip(-max_temp, 0, None)) * event_effect)
+
+
+def trend_factor(trend_state: np.ndarray, trend_de: np.ndarray) -> np.ndarray:
+    """[day, store] sales factor of the relative Google trend of the store's state ([day, store]) and Germany ([day])."""
+    return trend_state ** TREND_ELASTICITY * (trend_de ** TREND_DE_ELASTICITY)[:, None]
+
+
 def sales_factors(calendar: Calendar, stores: Stores, state_of_store: np.ndarray, holiday: np.ndarray,
                   school: np.ndarray, promo: np.ndarray, weather: Weather, trend_state: np.ndarray,
                   trend_de: np.ndarray) -> dict[str, np.ndarray]:
@@ -101,13 +116,6 @@ def sales_factors(calendar: Calendar, stores: Stores, state_of_store: np.ndarray
     promo2_effect = ((1 + PROMO2_LIFT * promo2_weeks / PROMO2_RAMP_WEEKS)
                      * np.where(in_interval & promo2_started & (stores.promo2 == 1)[None, :], PROMO2_MONTH, 1.0))
 
-    max_temp = weather.values["Max_TemperatureC"][:, state_of_store]
-    events = weather.events[:, state_of_store]
-    event_effect = np.ones(events.shape)
-    for bit, factor in EVENT_FACTORS.items():
-        event_effect *= np.where(events & bit, factor, 1.0)
-    weather_effect = ((1 - HEAT_PER_DEGREE * np.clip(max_temp - HEAT_FROM_C, 0, None))
-                      * (1 - COLD_PER_DEGREE * np.clip(-max_temp, 0, None)) * event_effect)
 
     return {
         "store": level[None, :] * np.exp(stores.growth[None, :] * years_from_mid),
@@ -118,8 +126,8 @@ def sales_factors(calendar: Calendar, stores: Stores, state_of_store: np.ndarray
         "school_holiday": np.where(school, SCHOOL_HOLIDAY, 1.0)[:, state_of_store],
         "competition": 1 - COMPETITION_IMPACT * closeness[None, :] * ramp,
         "promo2": promo2_effect,
-        "weather": weather_effect,
-        "trend": trend_state ** TREND_ELASTICITY * (trend_de ** TREND_DE_ELASTICITY)[:, None],
+        "weather": weather_factor(weather)[:, state_of_store],
+        "trend": trend_factor(trend_state, trend_de),
     }
 
 

@@ -39,7 +39,8 @@ def floor_entry(sales: np.ndarray, expected: np.ndarray) -> dict:
 
 
 def expected_values_parquet(columns: dict[str, np.ndarray]) -> bytes:
-    """Parquet bytes of the per-row truth (Split, Id, Store, Date, Open, Sales, ExpectedSales)."""
+    """Parquet bytes of the per-row truth (Split, Id, Store, Date, Open, Sales, ExpectedSales, and for test rows
+    PointInTimeExpectedSales as known on the last train day)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -51,6 +52,8 @@ def expected_values_parquet(columns: dict[str, np.ndarray]) -> bytes:
         "Open": pa.array(columns["Open"], pa.int8()),
         "Sales": pa.array(columns["Sales"], pa.int32()),
         "ExpectedSales": pa.array(columns["ExpectedSales"], pa.float64()),
+        "PointInTimeExpectedSales": pa.array(columns["PointInTimeExpectedSales"], pa.float64(),
+                                             mask=np.isnan(columns["PointInTimeExpectedSales"])),
     })
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 
+LR_SCHEDULES = ("plateau", "cosine")
+
+
 @dataclass(frozen=True)
 class TrainParams:
     epochs: int = 100
@@ -17,6 +20,7 @@ class TrainParams:
     l2: float = 5e-5
     dropout: float = 0.5
     warmup_epochs: int = 5
+    lr_schedule: str = "plateau"          # after warm-up: "plateau" (the reference) or "cosine" decay to 0
     plateau_patience: int = 10            # ReduceLROnPlateau on val exp_rmspe
     plateau_factor: float = 0.1
     plateau_min_delta: float = 1e-4
@@ -25,6 +29,10 @@ class TrainParams:
     eval_batch_size: int = 4096
     seed: int = 42
     sparse_as_dense: bool = True          # allreduce embedding gradients densely (see bench/RESULTS.md)
+
+    def __post_init__(self):
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
 
     def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)

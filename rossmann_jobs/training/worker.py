@@ -24,6 +24,7 @@ from rossmann_jobs.training.model import (TrainStatistics, build_model, exp_rmsp
                                           rmspe_from_sums)
 from rossmann_jobs.training.params import TrainParams
 from rossmann_jobs.training.shard_input import eval_chunks, split_label, steps_per_epoch, train_dataset
+from rossmann_jobs.training.warm_start import WarmStart, load_weights
 
 log = logging.getLogger("rossmann.train")
 
@@ -41,6 +42,7 @@ class WorkerConfig:
     resume: bool
     kill_after_epoch: int | None = None   # fault injection for tests; None = inert
     start: TrainStatistics | None = None  # train-split statistics the untrained model starts from
+    warm_start: WarmStart | None = None   # an earlier model to start from when there is no checkpoint to resume
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
 
@@ -100,7 +102,8 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
             _log_epoch(record, params.epochs, events)
             saved_at = time.perf_counter()
             checkpoint.save(config.checkpoint_root, epoch, model, optimizer,
-                            _state(epoch, sched, history, params, config, size), is_best=sched.best_epoch == epoch)
+                            _state(epoch, sched, history, params, config, size, state["warm_started"]),
+                            is_best=sched.best_epoch == epoch)
             log.info("epoch %d: checkpoint written in %.1f s", epoch, time.perf_counter() - saved_at)
         if config.kill_after_epoch == epoch and state["epoch"] == 0:
             _inject_fault(tf, hvd, epoch)   # only on a fresh run, so the retry that resumes can finish
@@ -117,7 +120,7 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
             "steps_per_epoch": plan.steps, "train_rows_total": plan.train_rows_total,
             "validation_rows_total": plan.validation_rows_total, "best_epoch": sched.best_epoch,
             "best_val_exp_rmspe": sched.best_value, "stopped_early": sched.stopped,
-            "resumed_after_epoch": state["epoch"] or None,
+            "resumed_after_epoch": state["epoch"] or None, "warm_started": state.get("warm_started", False),
             "best_model": checkpoint.best_model_uri(config.checkpoint_root,
                                                     checkpoint.read_pointer(config.checkpoint_root))}
 
@@ -184,23 +187,32 @@ def _log_epoch(record: dict[str, Any], epochs: int, events: list[str]) -> None:
 
 
 def _initial_state(config: WorkerConfig, params: TrainParams, model, optimizer, rank: int, size: int) -> dict:
-    fresh = {"epoch": 0, "schedule": schedule.ScheduleState().to_dict(), "history": []}
-    if rank != 0 or not config.resume:
+    fresh = {"epoch": 0, "schedule": schedule.ScheduleState().to_dict(), "history": [], "warm_started": False}
+    if rank != 0:
         return fresh
-    pointer = checkpoint.read_pointer(config.checkpoint_root)
+    pointer = checkpoint.read_pointer(config.checkpoint_root) if config.resume else None
     if pointer is None:
-        log.info("no checkpoint under %s: starting at epoch 1", config.checkpoint_root)
-        return fresh
+        log.info("no checkpoint under %s to resume: starting at epoch 1", config.checkpoint_root)
+        return _start(config, model, fresh)
     saved = checkpoint.read_state(config.checkpoint_root, pointer)
     mismatch = _resume_mismatch(saved, config, params)
     if mismatch:
         log.warning("checkpoint after epoch %d is not resumable (%s): starting at epoch 1", pointer["epoch"], mismatch)
-        return fresh
+        return _start(config, model, fresh)
     checkpoint.restore(config.checkpoint_root, pointer, model, optimizer)
     if saved["horovod_size"] != size:
         log.warning("checkpoint was written with %d ranks, now %d: the learning rate scales to the new size",
                     saved["horovod_size"], size)
-    return {"epoch": saved["epoch"], "schedule": saved["schedule"], "history": saved["history"]}
+    return {"epoch": saved["epoch"], "schedule": saved["schedule"], "history": saved["history"],
+            "warm_started": saved.get("warm_started", False)}
+
+
+def _start(config: WorkerConfig, model, fresh: dict) -> dict:
+    """Epoch 1 from the seeded initial weights, or from the warm-start model's (a resumed run keeps its own)."""
+    if config.warm_start is None:
+        return fresh
+    load_weights(model, config.warm_start)
+    return {**fresh, "warm_started": True}
 
 
 def _resume_mismatch(saved: dict, config: WorkerConfig, params: TrainParams) -> str | None:
@@ -213,11 +225,13 @@ def _resume_mismatch(saved: dict, config: WorkerConfig, params: TrainParams) -> 
     return None
 
 
-def _state(epoch: int, sched, history: list, params: TrainParams, config: WorkerConfig, size: int) -> dict:
+def _state(epoch: int, sched, history: list, params: TrainParams, config: WorkerConfig, size: int,
+           warm_started: bool) -> dict:
     """What resuming needs besides weights and optimizer slots; shuffling derives from (seed, epoch, rank)."""
     return {"epoch": epoch, "schedule": sched.to_dict(), "history": history, "seed": params.seed,
             "params": params.to_dict(), "architecture": params.architecture(), "vocab_sizes": config.vocab_sizes,
-            "features_attempt": config.features_attempt, "horovod_size": size}
+            "features_attempt": config.features_attempt, "horovod_size": size,
+            "warm_started": warm_started}
 
 
 def _make_steps(tf, hvd, model, optimizer, params: TrainParams):

@@ -1,0 +1,75 @@
+"""The point-in-time floor: the expected sales of D's horizon with the factors unknowable on D replaced by what is known.
+
+The noise floor scores the oracle, which knows each horizon day's real weather and Google trend. On D neither is
+known, so no forecast made on D can reach it. The point-in-time expectation keeps every factor that is known on D
+(calendar, promo plan, holidays, stores, competition) and replaces the two that are not, as prepare's strict mode
+does for the features:
+- weather: the state's weather factor on day d > D becomes its mean over the days within +-7 days of d's date in
+  each earlier year, dated <= D (the climatology of the factor itself, so the expectation of the effect rather than
+  the effect of an average day); without such days, the factor on D (persistence);
+- trend: every horizon day gets the relative trend of the last googletrend week that ended by D (persistence).
+Scored like the noise floor, it is the floor of a forecast made on D (up to how well the replacements forecast).
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+
+from rossmann_jobs.synth.calendar import HORIZON_DAYS
+from rossmann_jobs.synth.grids import DataGrids
+from rossmann_jobs.synth.sales import trend_factor
+
+CLIMATE_WINDOW_DAYS = 7   # as prepare's strict weather climatology (features/point_in_time.py)
+
+
+def _years_back(day: dt.date, years: int) -> dt.date:
+    try:
+        return day.replace(year=day.year - years)
+    except ValueError:   # Feb 29 in a year without one
+        return day.replace(year=day.year - years, day=28)
+
+
+def climatology(factor: np.ndarray, dates: np.ndarray, as_of_index: int, targets: np.ndarray) -> np.ndarray:
+    """[target, state] mean of factor [day, state] over the days <= as_of_index within +-CLIMATE_WINDOW_DAYS of
+    each target day's date in every earlier year; the factor on as_of_index where no such day exists."""
+    known_dates = dates[: as_of_index + 1]
+    first_year = known_dates[0].astype(object).year
+    result = np.empty((len(targets), factor.shape[1]))
+    for row, target in enumerate(targets):
+        day = dates[target].astype(object)
+        window = np.zeros(len(known_dates), dtype=bool)
+        for years in range(1, day.year - first_year + 1):
+            anchor = np.datetime64(_years_back(day, years))
+            window |= np.abs((known_dates - anchor).astype(int)) <= CLIMATE_WINDOW_DAYS
+        result[row] = factor[: as_of_index + 1][window].mean(axis=0) if window.any() else factor[as_of_index]
+    return result
+
+
+def horizon_days(grids: DataGrids, as_of: dt.date) -> np.ndarray:
+    """Day numbers of D + 1 .. D + HORIZON_DAYS that the calendar holds."""
+    as_of_index = int(np.searchsorted(grids.calendar.dates, np.datetime64(as_of)))
+    return np.arange(as_of_index + 1, min(as_of_index + 1 + HORIZON_DAYS, grids.calendar.num_days))
+
+
+def point_in_time_expected(grids: DataGrids, as_of: dt.date) -> tuple[np.ndarray, np.ndarray]:
+    """(horizon day numbers, [day, store] expected sales as known on as_of) for the days after as_of."""
+    calendar, model = grids.calendar, grids.sales_model
+    as_of_index = int(np.searchsorted(calendar.dates, np.datetime64(as_of)))
+    if not (0 <= as_of_index < calendar.num_days and calendar.dates[as_of_index] == np.datetime64(as_of)):
+        raise ValueError(f"as-of {as_of} is outside the generated calendar")
+    days = horizon_days(grids, as_of)
+    stores = model.state_of_store
+
+    known_weather = climatology(model.weather_factor, calendar.dates, as_of_index, days)[:, stores]
+    real_weather = model.weather_factor[days][:, stores]
+
+    week_ends = np.array([np.datetime64(start + dt.timedelta(days=6)) for start in grids.trends.week_start])
+    last_week = int(np.nonzero(week_ends <= np.datetime64(as_of))[0].max())
+    relative = model.relative_trend_by_week
+    known_trend = trend_factor(np.repeat(relative[[last_week]][:, model.trend_columns], len(days), axis=0),
+                               np.repeat(relative[[last_week], 0], len(days)))
+    joined = relative[grids.trends.day_to_week[days]]
+    real_trend = trend_factor(joined[:, model.trend_columns], joined[:, 0])
+
+    return days, model.expected[days] * (known_weather / real_weather) * (known_trend / real_trend)

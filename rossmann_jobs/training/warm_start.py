@@ -1,0 +1,92 @@
+"""Warm start: a new model begins from an earlier model's weights, its embedding rows re-indexed to today's vocabularies.
+
+The driver plans it (plan_warm_start): the earlier model must have the same architecture (hidden units, embedding
+width) and feature columns, else the run starts cold and says why. Each categorical value keeps the embedding row it
+had in the earlier model; a value that model never saw gets the fresh (random) row of the new model, and the
+"unknown" row 0 carries over. Rank 0 loads the weights (load_weights) before they are broadcast to every rank.
+Optimizer slots and the learning-rate schedule start fresh: a warm start is a fine-tune, not a resumed run.
+Point in time: the DAG passes the champion as of D (trained on data <= D), so a warm start never sees the future.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from rossmann_jobs import storage
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, UNKNOWN_INDEX
+from rossmann_jobs.training.feature_set import FeatureSet
+from rossmann_jobs.training.params import TrainParams
+
+log = logging.getLogger("rossmann.train")
+
+FRESH_ROW = -1   # embedding_rows entry: a value the earlier model never saw keeps the new model's initial row
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    source_model: str                     # the model (train output or attempt) as given
+    model_file: str                       # its model.h5
+    embedding_rows: dict[str, list[int]]  # per categorical column: new index -> earlier model's row (FRESH_ROW: none)
+    max_sales_ratio: float                # new max_sales / earlier max_sales (the output layer's scale follows it)
+
+    def fresh_rows(self) -> dict[str, int]:
+        return {column: rows.count(FRESH_ROW) for column, rows in self.embedding_rows.items() if FRESH_ROW in rows}
+
+    def describe(self) -> dict[str, Any]:
+        return {"source_model": self.source_model, "model_file": self.model_file,
+                "fresh_embedding_rows": self.fresh_rows(), "max_sales_ratio": self.max_sales_ratio}
+
+
+def embedding_rows(new_values: list[Any], old_values: list[Any]) -> list[int]:
+    """For index 0..n of the new vocabulary, the row of the same value in the old one (0 for unknown)."""
+    old_row = {value: position + 1 for position, value in enumerate(old_values)}
+    return [UNKNOWN_INDEX] + [old_row.get(value, FRESH_ROW) for value in new_values]
+
+
+def plan_warm_start(model_uri: str, features: FeatureSet, params: TrainParams) -> tuple[WarmStart | None, str]:
+    """(plan, "") or (None, why the model cannot seed this run). model_uri: a committed train output or attempt."""
+    from rossmann_jobs.predict import ARTIFACT_FILE, MODEL_DIR, model_attempt_uri
+    from rossmann_jobs.forecast.model_cache import MODEL_FILE
+
+    attempt = model_attempt_uri(model_uri)
+    artifact = storage.read_json(storage.join(attempt, MODEL_DIR, ARTIFACT_FILE))
+    earlier = TrainParams.from_dict(artifact.get("params", {}))
+    if earlier.architecture() != params.architecture():
+        return None, f"its architecture {earlier.architecture()} differs from this run's {params.architecture()}"
+    if artifact.get("feature_order") != FEATURE_COLS:
+        return None, "its feature columns differ from this code's"
+    vocabularies, old_vocabularies = features.metadata["vocabularies"], artifact.get("vocabularies", {})
+    missing = [column for column in CATEGORICAL_COLS if column not in old_vocabularies]
+    if missing:
+        return None, f"its artifact has no vocabulary for {missing}"
+    rows = {column: embedding_rows(vocabularies[column], old_vocabularies[column]) for column in CATEGORICAL_COLS}
+    return WarmStart(source_model=model_uri, model_file=storage.join(attempt, MODEL_DIR, MODEL_FILE),
+                     embedding_rows=rows, max_sales_ratio=features.max_sales / float(artifact["max_sales"])), ""
+
+
+def load_weights(model, warm: WarmStart) -> None:
+    """Copy the earlier model's weights into `model` (built for today's vocabularies), layer by layer by name."""
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory(prefix="rossmann-warm-") as tmp:
+        path = os.path.join(tmp, "model.h5")
+        with open(path, "wb") as handle:
+            handle.write(storage.read_bytes(warm.model_file))
+        earlier = tf.keras.models.load_model(path, compile=False)
+    for layer in model.layers:
+        if not layer.weights:
+            continue
+        source = earlier.get_layer(layer.name).get_weights()
+        if layer.name.startswith("emb_"):
+            table = layer.get_weights()[0]
+            for index, row in enumerate(warm.embedding_rows[layer.name[len("emb_"):]]):
+                if row != FRESH_ROW:
+                    table[index] = source[0][row]
+            layer.set_weights([table])
+        else:
+            layer.set_weights(source)
+    log.info("warm start from %s: fresh embedding rows for unseen values %s", warm.source_model,
+             warm.fresh_rows() or "none")
