@@ -6,8 +6,8 @@ horizon (exp-RMSPE over Sales > 0):
   variants   strict: the realistic drop for D (weather and trend only up to D) and prepare --point-in-time strict
              (the product's default); seed: the full snapshot and --point-in-time seed (the Horovod example's joins)
   configs    default: the product's training defaults (TrainParams, the DAG's params); reference: Horovod's
-             keras_spark_rossmann settings (1000-1000-1000-500, batch 100, lr 1e-4 per rank), --reference-epochs;
-             custom: --epochs/--batch-size/--learning-rate/--hidden-units
+             keras_spark_rossmann settings (params.HOROVOD_REFERENCE) for --reference-epochs; custom: the defaults
+             with --epochs/--batch-size/--learning-rate/--hidden-units/--lr-schedule/--warmup-epochs
   warm start --warm-start-from D0: train `default` cold on the strict drop of D0 (yesterday's champion), then
              fine-tune it on D's features for --warm-epochs (config `warm`), beside `default` cold on D
 Beside them: the noise floor (the noise-free expected sales), the point-in-time floor (expected sales with the
@@ -44,13 +44,12 @@ from rossmann_jobs.synth.cli import generate, land  # noqa: E402
 from rossmann_jobs.synth.dataset import SynthConfig  # noqa: E402
 from rossmann_jobs.synth.point_in_time import point_in_time_expected  # noqa: E402
 from rossmann_jobs.synth.truth import exp_rmspe  # noqa: E402
-from rossmann_jobs.training.params import TrainParams  # noqa: E402
+from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams  # noqa: E402
 
-REFERENCE = {"hidden_units": "1000,1000,1000,500", "batch_size": 100, "learning_rate": 1e-4}
 QUALITY_BAR = 1.10   # issue 16: the forecast within 10 % of the point-in-time floor
 
 
-def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_memory: str = "3g") -> float:
+def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_memory: str = "2g") -> float:
     """Runs one job like the DAG does (spark-submit, local[2]); returns its wall time in seconds. A committed `out`
     from an earlier run of the same work dir is reused with the wall time recorded then."""
     timing = Path(f"{out}.timing.json")
@@ -71,16 +70,18 @@ def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_mem
     return seconds
 
 
+def settings_of(params: TrainParams) -> dict:
+    return {"epochs": params.epochs, "batch_size": params.batch_size, "learning_rate": params.learning_rate,
+            "hidden_units": ",".join(map(str, params.hidden_units)), "lr_schedule": params.lr_schedule,
+            "warmup_epochs": params.warmup_epochs}
+
+
 def train_args(config: str, args: argparse.Namespace) -> list[str]:
-    defaults = TrainParams()
-    settings = {"epochs": defaults.epochs, "batch_size": defaults.batch_size,
-                "learning_rate": defaults.learning_rate, "hidden_units": ",".join(map(str, defaults.hidden_units))}
+    settings = settings_of(TrainParams())
     if config == "reference":
-        settings.update(REFERENCE, epochs=args.reference_epochs)
+        settings = {**settings_of(HOROVOD_REFERENCE), "epochs": args.reference_epochs}
     elif config == "custom":
-        settings.update({key: getattr(args, key) for key in settings if getattr(args, key) is not None})
-    elif config == "warm":
-        settings.update(epochs=args.warm_epochs)
+        settings.update({key: getattr(args, key) for key in settings if getattr(args, key, None) is not None})
     elif config != "default":
         raise SystemExit(f"unknown config {config!r}: default, reference, custom")
     return ["--num-proc", str(args.num_proc), *[item for key, value in settings.items()
@@ -105,7 +106,8 @@ def train_and_predict(work: Path, name: str, raw: str, features: str, args: list
                           "horovod_training": round(metrics["timings_seconds"]["horovod training"], 1)},
             "val_exp_rmspe": metrics["best_val_exp_rmspe"], "best_epoch": metrics["best_epoch"],
             "epochs_run": metrics["epochs_run"], "warm_start": metrics.get("warm_start", {}).get("used", False),
-            "params": {k: metrics["params"][k] for k in ("hidden_units", "batch_size", "learning_rate", "epochs")},
+            "params": {k: metrics["params"][k] for k in ("hidden_units", "batch_size", "learning_rate", "epochs",
+                                                         "lr_schedule")},
             "curve": [{"epoch": e["epoch"], "val_exp_rmspe": e["val_exp_rmspe"], "epoch_seconds": e["epoch_seconds"]}
                       for e in metrics["epochs"]]}
 
@@ -183,6 +185,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--learning-rate", type=float)
     parser.add_argument("--hidden-units")
+    parser.add_argument("--lr-schedule")
+    parser.add_argument("--warmup-epochs", type=int)
     parser.add_argument("--reference-epochs", type=int, default=100)
     parser.add_argument("--num-proc", type=int, default=2)
     parser.add_argument("--warm-start-from", type=dt.date.fromisoformat,
@@ -235,8 +239,8 @@ def main() -> None:
                 seed_run = train_and_predict(work, f"cold-{args.warm_start_from}", earlier_drop, earlier,
                                              train_args("default", args))
                 warm = train_and_predict(work, f"{variant}-warm", plan_of, features,
-                                         [*train_args("warm", args), "--warm-start-model",
-                                          str(work / f"cold-{args.warm_start_from}" / "model")])
+                                         [*train_args("default", args), "--warm-start-epochs", str(args.warm_epochs),
+                                          "--warm-start-model", str(work / f"cold-{args.warm_start_from}" / "model")])
                 warm["warm_source_timings_s"] = seed_run["timings_s"]
                 runs = [(name, run), ("warm", warm)]
             else:
@@ -267,7 +271,8 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---|---:|---:|")
     for name, values in results.items():
         t, p = values.get("timings_s", {}), values.get("params")
-        settings = (f"{p['hidden_units']}, batch {p['batch_size']}, lr {p['learning_rate']:g}, {p['epochs']} ep"
+        settings = (f"{p['hidden_units']}, batch {p['batch_size']}, lr {p['learning_rate']:g}, {p['lr_schedule']}, "
+                    f"{p['epochs']} ep"
                     + (", warm" if values.get("warm_start") else "")) if p else ""
         val = values.get("val_exp_rmspe")
         epochs = f"{values['best_epoch']} / {values['epochs_run']}" if "epochs_run" in values else ""

@@ -15,7 +15,9 @@
 * **Quality gate (backfill = backtest)**: champions are kept per as-of date
   (`s3://<bucket>/models/champions/history/<as_of>.json`); the *champion as of D* is the record with the greatest
   as-of date ≤ D, so a model trained on later data never forecasts an earlier date. `find_champion` hands it to the
-  train job (`--champion-model`), which scores the new model, that champion (vocabularies re-mapped) and a naive
+  train job (`--champion-model`; with the `warm_start` param also `--warm-start-model`: the new model starts from
+  the champion's weights and fine-tunes for `warm_start_epochs`), which scores the new model, that champion
+  (vocabularies re-mapped) and a naive
   seasonal baseline (median Sales per store × weekday × promo) on the same validation rows. The new model is
   promoted when it beats the baseline and there is no champion as of D or its exp_rmspe ≤ champion's ×
   (1 + `promotion_tolerance`); a re-run of the champion's own run must be strictly better. Otherwise the champion as
@@ -60,16 +62,24 @@ PARAMS = {
     "sample_rate": Param(1.0, type="number", exclusiveMinimum=0, maximum=1, title="Sample rate",
                          description="Fraction of training rows the prepare job keeps."),
     "seed": Param(42, type="integer", minimum=0, title="Sampling seed"),
-    "epochs": Param(20, type="integer", minimum=1, maximum=1000, title="Epochs",
-                    description="Upper bound; training stops early on validation exp_rmspe."),
+    "epochs": Param(12, type="integer", minimum=1, maximum=1000, title="Epochs",
+                    description="Epochs of a cold start (early stopping on validation exp_rmspe may end it sooner)."),
     "num_proc": Param(2, type="integer", minimum=1, maximum=1024, title="Horovod processes"),
-    "batch_size": Param(100, type="integer", minimum=1, maximum=1_000_000, title="Batch size per process"),
-    "learning_rate": Param(1e-4, type="number", exclusiveMinimum=0, maximum=1, title="Base learning rate",
-                           description="Scaled by the number of Horovod processes inside the train job."),
-    "hidden_units": Param("1000,1000,1000,500", type="string", pattern=r"^[1-9][0-9]{0,4}(,[1-9][0-9]{0,4}){0,7}$",
+    "batch_size": Param(512, type="integer", minimum=1, maximum=1_000_000, title="Batch size per process"),
+    "learning_rate": Param(1e-3, type="number", exclusiveMinimum=0, maximum=1, title="Base learning rate",
+                           description="Per process; warmed up to rate x Horovod processes inside the train job."),
+    "lr_schedule": Param("plateau", type="string", enum=["plateau", "cosine"], title="Learning-rate schedule",
+                         description="After warm-up: hold the rate and cut it on validation plateaus (the Horovod "
+                                     "reference's), or decay it along a cosine to 0 at the last epoch."),
+    "hidden_units": Param("256,128", type="string", pattern=r"^[1-9][0-9]{0,4}(,[1-9][0-9]{0,4}){0,7}$",
                           title="Hidden layer widths",
-                          description="Comma-separated units of the MLP's dense layers (the Horovod reference's "
-                                      "1000,1000,1000,500 by default). A narrower model trains faster."),
+                          description="Comma-separated units of the MLP's dense layers. The Horovod reference's "
+                                      "1000,1000,1000,500 trains ~10x slower for no better forecast (bench/RESULTS.md)."),
+    "warm_start": Param(True, type="boolean", title="Warm start",
+                        description="Start from the champion as of the date (trained on data up to then; new "
+                                    "vocabulary values get fresh embedding rows) and fine-tune it for "
+                                    "warm_start_epochs. Off, or without a compatible champion: a cold start."),
+    "warm_start_epochs": Param(3, type="integer", minimum=1, maximum=1000, title="Warm-start epochs"),
     "promotion_tolerance": Param(0.0, type="number", minimum=-1.0, maximum=1.0, title="Promotion tolerance",
                                  description="Promote if the new model beats the naive baseline and its val "
                                              "exp_rmspe <= champion's x (1 + tolerance), on the same rows. Negative "
@@ -138,12 +148,13 @@ def rossmann_forecast():
         return plan_run_uris(BUCKET, as_of, dag_run.run_id)
 
     @task
-    def find_champion(plan: dict[str, str]) -> dict:
-        """The champion as of the run's date (history record with the greatest as-of <= it), for train to score."""
+    def find_champion(plan: dict[str, str], params=None) -> dict:
+        """The champion as of the run's date (history record with the greatest as-of <= it), for train to score
+        and, with the warm_start param, to start from."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
         from rossmann.steps import find_champion as champion_as_of
 
-        return champion_as_of(S3Hook(aws_conn_id="aws_default"), plan)
+        return champion_as_of(S3Hook(aws_conn_id="aws_default"), plan, warm_start=bool(params["warm_start"]))
 
     @task
     def read_train_metrics(plan: dict[str, str]) -> dict:
@@ -215,8 +226,10 @@ def rossmann_forecast():
         "--features", plan["features"], "--out", plan["model"],
         "--num-proc", "{{ params.num_proc }}", "--epochs", "{{ params.epochs }}",
         "--batch-size", "{{ params.batch_size }}", "--learning-rate", "{{ params.learning_rate }}",
-        "--hidden-units", "{{ params.hidden_units }}",
+        "--lr-schedule", "{{ params.lr_schedule }}", "--hidden-units", "{{ params.hidden_units }}",
         "--champion-model", champion["champion_model_uri"],   # "" when there is no champion as of the date
+        "--warm-start-model", champion["warm_start_model_uri"],   # "" for a cold start
+        "--warm-start-epochs", "{{ params.warm_start_epochs }}",
     ])
     metrics = read_train_metrics(plan)
     gate = quality_gate(plan, metrics)

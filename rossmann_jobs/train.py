@@ -1,8 +1,8 @@
 """Train job: data-parallel training of the Rossmann model with horovod.spark.run, committing the model artifact.
 
 spark-submit rossmann_jobs/train.py --features URI --out URI [--num-proc N] [--epochs E] [--batch-size B]
-    [--learning-rate LR] [--resume/--no-resume] [--hidden-units 1000,1000,1000,500] [--embedding-dim 10]
-    [--champion-model URI] [--warm-start-model URI]
+    [--learning-rate LR] [--lr-schedule cosine|plateau] [--warmup-epochs W] [--resume/--no-resume]
+    [--hidden-units 256,128] [--embedding-dim 10] [--champion-model URI] [--warm-start-model URI [--warm-start-epochs N]]
 
 Each Horovod rank streams its own Parquet shard from the store; nothing is collected to the driver. Rank 0 writes a
 checkpoint to <out>/checkpoints/ every epoch; a re-run of the same --out resumes from it (unless --no-resume).
@@ -11,12 +11,13 @@ checkpoint, on a run that started fresh (a run that resumed from a checkpoint ig
 After training, the driver scores the committed model, the --champion-model (if any) and the naive seasonal baseline
 on the validation rows (training/gate_scores.py): metrics.json `gate_scores`, the quality gate's input.
 --warm-start-model (the champion as of D, in the DAG) starts a fresh run from that model's weights, embeddings
-re-indexed to today's vocabularies (training/warm_start.py); an incompatible model means a cold start, logged and
-recorded in metrics.json `warm_start`.
+re-indexed to today's vocabularies (training/warm_start.py), and fine-tunes for --warm-start-epochs; an incompatible
+model means a cold start of --epochs, logged and recorded in metrics.json `warm_start`.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -67,9 +68,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warm-start-model", default="",
                         help="start from this model's weights (a model attempt or train output URI) when there is no "
                              "checkpoint to resume; empty: a cold start")
+    parser.add_argument("--warm-start-epochs", type=int, default=None,
+                        help="epochs of a warm-started run (default: --epochs)")
     args = parser.parse_args(argv)
-    for name in ("epochs", "batch_size", "embedding_dim"):
-        if getattr(args, name) < 1:
+    for name in ("epochs", "batch_size", "embedding_dim", "warm_start_epochs"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.warmup_epochs < 0:
         parser.error("--warmup-epochs must be >= 0")
@@ -155,15 +158,19 @@ def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], par
     return model_file
 
 
-def warm_start_plan(model_uri: str, features: FeatureSet, params: TrainParams) -> tuple[WarmStart | None, dict]:
-    """The warm start to pass to the ranks (None: cold) and metrics.json's `warm_start` entry."""
-    if not model_uri:
-        return None, {"requested": None, "used": False, "reason": "no --warm-start-model"}
-    plan, refusal = plan_warm_start(model_uri, features, params)
+def warm_start_plan(args: argparse.Namespace, features: FeatureSet,
+                    params: TrainParams) -> tuple[WarmStart | None, TrainParams, dict]:
+    """The warm start to pass to the ranks (None: cold), the params of the run (a warm start runs
+    --warm-start-epochs) and metrics.json's `warm_start` entry."""
+    if not args.warm_start_model:
+        return None, params, {"requested": None, "used": False, "reason": "no --warm-start-model"}
+    plan, refusal = plan_warm_start(args.warm_start_model, features, params)
     if plan is None:
-        log.warning("cold start: --warm-start-model %s cannot seed this run: %s", model_uri, refusal)
-        return None, {"requested": model_uri, "used": False, "reason": refusal}
-    return plan, {"requested": model_uri, "used": True, **plan.describe()}
+        log.warning("cold start: --warm-start-model %s cannot seed this run: %s", args.warm_start_model, refusal)
+        return None, params, {"requested": args.warm_start_model, "used": False, "reason": refusal}
+    if args.warm_start_epochs:
+        params = dataclasses.replace(params, epochs=args.warm_start_epochs)
+    return plan, params, {"requested": args.warm_start_model, "used": True, **plan.describe()}
 
 
 def write_metrics(attempt: str, summary: dict[str, Any], params: TrainParams, num_proc: int,
@@ -198,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         kill_after = os.environ.get(KILL_AFTER_EPOCH_ENV)
         with timed("train statistics", timings):
             start = train_statistics(spark, features.train_files)
-        warm_start, warm_start_facts = warm_start_plan(args.warm_start_model, features, params)
+        warm_start, params, warm_start_facts = warm_start_plan(args, features, params)
         config = WorkerConfig(train_units=train_units, validation_units=validation_units,
                               vocab_sizes=features.vocab_sizes, max_sales=features.max_sales,
                               params=params.to_dict(), checkpoint_root=checkpoints,

@@ -81,4 +81,6 @@ def train_summary(metrics: dict[str, Any], metrics_uri: str) -> dict[str, Any]:
         "horovod_size": metrics.get("horovod_size"),
         # exp_rmspe of challenger, champion and naive baseline on the same validation rows: what the gate compares.
         "gate_scores": metrics.get("gate_scores"),
+        # Whether the run fine-tuned an earlier model (the champion as of its date) and which one.
+        "warm_start": {key: (metrics.get("warm_start") or {}).get(key) for key in ("used", "requested", "reason")},
     }

@@ -58,16 +58,19 @@ def scored_champion(hook, plan: dict[str, str], scores: dict[str, Any],
         "so that train_model scores the current champion on the same rows.")
 
 
-def find_champion(hook, plan: dict[str, str]) -> dict[str, Any]:
-    """What the train job scores beside its challenger: the champion as of the run's date ("" model URI: none)."""
+def find_champion(hook, plan: dict[str, str], warm_start: bool = False) -> dict[str, Any]:
+    """What the train job scores beside its challenger, and starts from when warm_start: the champion as of the
+    run's date ("" model URIs: none, or no warm start). Never a later date's: a warm start stays point in time."""
     champion = champion_as_of(hook, plan)
     if champion is None:
-        log.info("no champion as of %s: the challenger only has to beat the naive baseline", plan["as_of"])
-        return {"as_of": plan["as_of"], "champion_model_uri": "", "champion_as_of": None, "champion_run_id": None}
-    log.info("champion as of %s: %s (promoted for as-of %s, run %s)", plan["as_of"], champion["model_uri"],
-             champion["as_of"], champion["run_id"])
+        log.info("no champion as of %s: the challenger only has to beat the naive baseline (and starts cold)",
+                 plan["as_of"])
+        return {"as_of": plan["as_of"], "champion_model_uri": "", "champion_as_of": None, "champion_run_id": None,
+                "warm_start_model_uri": ""}
+    log.info("champion as of %s: %s (promoted for as-of %s, run %s)%s", plan["as_of"], champion["model_uri"],
+             champion["as_of"], champion["run_id"], "; training starts from it" if warm_start else "")
     return {"as_of": plan["as_of"], "champion_model_uri": champion["model_uri"], "champion_as_of": champion["as_of"],
-            "champion_run_id": champion["run_id"]}
+            "champion_run_id": champion["run_id"], "warm_start_model_uri": champion["model_uri"] if warm_start else ""}
 
 
 def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tolerance: float,

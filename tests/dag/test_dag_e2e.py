@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slow
 # then scores both backfilled forecasts against its drop.
 BACKFILL_DATES = ["2015-07-29", "2015-07-30"]
 # On the middle day a negative tolerance demands a 99 % improvement: the gate must keep the champion as of that day.
+# That run also warm-starts from the champion as of its date.
 KEEP_CHAMPION_DATE = BACKFILL_DATES[1]
 # SMALL_RUN_CONF trains for 6 epochs: a model that learns is far below this (an untrained or saturated one is
 # around 1 or above).
@@ -34,8 +35,9 @@ def backfill_runs(dag_test_stack, first_run):
     """The days before the first run, in date order, like `airflow backfill create` with one active run."""
     runs = {}
     for day in BACKFILL_DATES:
-        tolerance = {"promotion_tolerance": -0.99} if day == KEEP_CHAMPION_DATE else {}
-        runs[day] = run_dag(dag_test_stack, day, {**SMALL_RUN_CONF, **tolerance})
+        # That day also starts from the champion as of it (the first backfill day's model) and fine-tunes it.
+        settings = {"promotion_tolerance": -0.99, "warm_start": True} if day == KEEP_CHAMPION_DATE else {}
+        runs[day] = run_dag(dag_test_stack, day, {**SMALL_RUN_CONF, **settings})
     return runs
 
 
@@ -230,6 +232,27 @@ def test_gate_keeps_the_champion_as_of_its_date_when_the_new_model_is_not_good_e
     # Both models learned (within the run's allowance of the naive baseline, on the same rows).
     assert scores["champion"] < LEARNED_VAL_EXP_RMSPE and scores["challenger"] < LEARNED_VAL_EXP_RMSPE
     assert 0 < scores["baseline"] < LEARNED_VAL_EXP_RMSPE
+
+
+def test_a_warm_started_run_fine_tunes_the_champion_as_of_its_date(dag_test_stack, backfill_runs):
+    xcom = backfill_runs[KEEP_CHAMPION_DATE]["summary"]["xcom"]
+    found, metrics = xcom["find_champion"], xcom["read_train_metrics"]
+    assert found["warm_start_model_uri"] == found["champion_model_uri"] != ""
+    assert found["champion_as_of"] <= KEEP_CHAMPION_DATE                 # never a model trained on later data
+    assert model_as_of(dag_test_stack, found["warm_start_model_uri"]) <= KEEP_CHAMPION_DATE
+    assert metrics["warm_start"] == {"used": True, "requested": found["warm_start_model_uri"], "reason": None}
+    args = backfill_runs[KEEP_CHAMPION_DATE]["summary"]["rendered_fields"]["train_model"]["application_args"]
+    assert args[args.index("--warm-start-model") + 1] == found["warm_start_model_uri"]
+    # A fine-tune of a model that had learned: it trains the warm-start epochs and still learns.
+    committed = dag_test_stack.read_json(metrics["metrics_uri"])
+    assert committed["epochs_run"] == int(args[args.index("--warm-start-epochs") + 1]) < SMALL_RUN_CONF["epochs"]
+    # Its first epoch starts from a model that had learned: better than the cold start of the day before after one.
+    cold = backfill_runs[BACKFILL_DATES[0]]["summary"]["xcom"]["read_train_metrics"]
+    assert cold["warm_start"]["used"] is False
+    cold_first_epoch = dag_test_stack.read_json(cold["metrics_uri"])["epochs"][0]["val_exp_rmspe"]
+    print(f"val exp_rmspe after epoch 1: warm {committed['epochs'][0]['val_exp_rmspe']:.4f}, cold {cold_first_epoch:.4f}")
+    assert committed["epochs"][0]["val_exp_rmspe"] < cold_first_epoch
+    assert committed["best_val_exp_rmspe"] < LEARNED_VAL_EXP_RMSPE
 
 
 def test_backfill_keeps_the_latest_forecast_and_champion_pointers(dag_test_stack, first_run, backfill_runs):

@@ -128,6 +128,7 @@ def test_default_params_validate(dag):
     ("sample_rate", 0), ("sample_rate", 1.5), ("epochs", 0), ("num_proc", "two"), ("batch_size", -1),
     ("learning_rate", 0), ("promotion_tolerance", 2.0), ("raw_drop_timeout_s", 1), ("as_of", "yesterday"),
     ("as_of", "2015-02-30"), ("baseline_tolerance", -0.1), ("baseline_tolerance", 1.5),
+    ("lr_schedule", "linear"), ("warm_start", "yes"), ("warm_start_epochs", 0),
 ])
 def test_invalid_params_are_rejected(dag, name, value):
     from airflow.sdk.exceptions import ParamValidationError
@@ -137,22 +138,37 @@ def test_invalid_params_are_rejected(dag, name, value):
 
 
 @pytest.mark.parametrize("name, value", [("as_of", "2015-06-30"), ("sample_rate", 0.05), ("num_proc", 4),
-                                         ("promotion_tolerance", -0.1), ("baseline_tolerance", 0.25)])
+                                         ("promotion_tolerance", -0.1), ("baseline_tolerance", 0.25),
+                                         ("lr_schedule", "cosine"), ("warm_start", False), ("warm_start_epochs", 1)])
 def test_valid_param_overrides_are_accepted(dag, name, value):
     assert copy.deepcopy(dag.params.get_param(name)).resolve(value) == value
 
 
-def test_train_gets_every_hyperparameter_param_and_the_model_width_defaults_to_the_train_jobs(dag):
+def test_train_gets_every_hyperparameter_param_and_the_defaults_are_the_train_jobs(dag):
     import importlib.util
 
     args = dag.get_task("train_model").application_args
     for flag, param in (("--num-proc", "num_proc"), ("--epochs", "epochs"), ("--batch-size", "batch_size"),
-                        ("--learning-rate", "learning_rate"), ("--hidden-units", "hidden_units")):
+                        ("--learning-rate", "learning_rate"), ("--hidden-units", "hidden_units"),
+                        ("--lr-schedule", "lr_schedule"), ("--warm-start-epochs", "warm_start_epochs")):
         assert args[args.index(flag) + 1] == "{{ params.%s }}" % param, flag
-    # The train job's own default (rossmann_jobs is not installed in the Airflow env: load the module by path).
+    # The train job's own defaults, the measured best (rossmann_jobs is not installed in the Airflow env: load the
+    # module by path). A scheduled run must train what bench/RESULTS.md measured, not an older setting.
     spec = importlib.util.spec_from_file_location("train_params", REPO_ROOT / "rossmann_jobs/training/params.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module   # dataclasses resolve their module by name
     spec.loader.exec_module(module)
-    default = dag.params.validate()["hidden_units"]
-    assert tuple(int(units) for units in default.split(",")) == module.TrainParams().hidden_units
+    defaults, job = dag.params.validate(), module.TrainParams()
+    assert tuple(int(units) for units in defaults["hidden_units"].split(",")) == job.hidden_units
+    assert (defaults["epochs"], defaults["batch_size"], defaults["learning_rate"], defaults["lr_schedule"]) == (
+        job.epochs, job.batch_size, job.learning_rate, job.lr_schedule)
+
+
+def test_train_warm_starts_from_the_champion_that_find_champion_resolved(dag):
+    from airflow.sdk.definitions.xcom_arg import PlainXComArg
+
+    args = dag.get_task("train_model").application_args
+    warm = args[args.index("--warm-start-model") + 1]
+    assert isinstance(warm, PlainXComArg) and warm.operator.task_id == "find_champion"
+    assert warm.key == "warm_start_model_uri"             # "" without a champion or with warm_start off
+    assert dag.params.validate()["warm_start"] is True

@@ -284,3 +284,15 @@ def test_a_baseline_tolerance_lets_a_smoke_run_within_it_through_and_no_further(
     assert decide_promotion(scores(0.13, 0.12), None, 0.0, baseline_tolerance=0.25)["promoted"]
     refused = decide_promotion(scores(0.16, 0.12), None, 0.0, baseline_tolerance=0.25)
     assert not refused["promoted"] and "x (1 + 0.25)" in refused["reason"]
+
+
+def test_warm_start_uses_the_champion_as_of_the_date_never_a_later_one():
+    hook = FakeS3Hook()
+    gate(hook, "2015-07-10", "r1", 0.3)
+    gate(hook, "2015-07-20", "r2", 0.2, champion_score=0.3)
+    as_of_15 = find_champion(hook, plan_run_uris("b", date(2015, 7, 15), "r3"), warm_start=True)
+    assert as_of_15["warm_start_model_uri"] == as_of_15["champion_model_uri"] == (
+        "s3://b/models/champions/2015-07-10/r1/a-r1")                # not the 07-20 model, trained on later data
+    assert find_champion(hook, plan_run_uris("b", date(2015, 7, 15), "r4"))["warm_start_model_uri"] == ""   # off
+    first = find_champion(hook, plan_run_uris("b", date(2015, 7, 1), "r5"), warm_start=True)
+    assert first["warm_start_model_uri"] == first["champion_model_uri"] == ""   # no champion yet: a cold start

@@ -11,7 +11,7 @@ from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATU
 from rossmann_jobs.training import checkpoint, report, schedule
 from rossmann_jobs.training.feature_set import (FeatureDataError, ParquetUnit, load_feature_set, rank_units,
                                                 scan_files)
-from rossmann_jobs.training.params import TrainParams
+from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams
 from rossmann_jobs.training.shard_input import eval_chunks, read_unit, shuffled_blocks, steps_per_epoch
 from tests.jobs.feature_fixtures import VOCAB_SIZES, feature_table, write_features
 
@@ -51,22 +51,23 @@ def test_untrained_model_starts_at_the_mean_log_sales_not_at_a_saturated_end():
               for col, values in _inputs(feature_table(256, np.random.default_rng(6))).items()}
     start = TrainStatistics(8.5, tuple(float(inputs[col].mean()) for col in CONTINUOUS_COLS),
                             tuple(float(inputs[col].var()) for col in CONTINUOUS_COLS))
-    started = build_model(VOCAB_SIZES, 40000.0, TrainParams(), start)   # the reference's wide layers
+    started = build_model(VOCAB_SIZES, 40000.0, HOROVOD_REFERENCE, start)   # the reference's wide layers
     np.testing.assert_allclose(started.get_layer("continuous_bn").moving_mean.numpy(), start.continuous_mean,
                                rtol=1e-5)
     predicted = started.predict(inputs, verbose=0)
     assert abs(float(np.mean(predicted)) - 8.5) < 0.25 and float(np.std(predicted)) < 0.5
     # Without them the same inputs drive the sigmoid to its flat ends (0 and log(40000) x 1.2), where it stops learning.
-    plain = build_model(VOCAB_SIZES, 40000.0, TrainParams()).predict(inputs, verbose=0)
+    plain = build_model(VOCAB_SIZES, 40000.0, HOROVOD_REFERENCE).predict(inputs, verbose=0)
     assert float(np.std(plain)) > 2.0
 
 
 def test_reference_model_has_the_reference_layer_sizes():
     from rossmann_jobs.training.model import build_model
 
-    model = build_model(VOCAB_SIZES, 20000.0, TrainParams())
+    model = build_model(VOCAB_SIZES, 20000.0, HOROVOD_REFERENCE)
     dense = [layer.units for layer in model.layers if layer.name.startswith("dense_")]
     assert dense == [1000, 1000, 1000, 500]
+    assert (HOROVOD_REFERENCE.batch_size, HOROVOD_REFERENCE.learning_rate) == (100, 1e-4)
     assert {layer.output_dim for layer in model.layers if layer.name.startswith("emb_")} == {10}
     assert model.get_layer("dropout").rate == 0.5
 
@@ -236,15 +237,35 @@ def test_empty_shard_is_an_error_not_a_hang():
 # --- schedule ---------------------------------------------------------------------------------------------------
 
 def test_learning_rate_warms_up_linearly_to_size_times_base():
-    params = TrainParams(learning_rate=0.001, warmup_epochs=5)
+    params = TrainParams(learning_rate=0.001, warmup_epochs=5, lr_schedule="plateau")
     assert schedule.learning_rate(params, 4, 0.0, 1.0) == pytest.approx(0.001)
     assert schedule.learning_rate(params, 4, 2.5, 1.0) == pytest.approx(0.001 * 2.5)
     assert schedule.learning_rate(params, 4, 5.0, 1.0) == pytest.approx(0.004)
     assert schedule.learning_rate(params, 4, 9.0, 0.1) == pytest.approx(0.0004)
 
 
+def test_cosine_schedule_decays_from_the_scaled_peak_to_zero_at_the_last_epoch():
+    params = TrainParams(learning_rate=0.001, warmup_epochs=2, epochs=10, lr_schedule="cosine")
+    assert schedule.learning_rate(params, 2, 1.0, 1.0) == pytest.approx(0.0015)   # still warming up
+    assert schedule.learning_rate(params, 2, 2.0, 1.0) == pytest.approx(0.002)    # the peak, lr x size
+    assert schedule.learning_rate(params, 2, 6.0, 1.0) == pytest.approx(0.001)    # half-way down
+    assert schedule.learning_rate(params, 2, 10.0, 1.0) == pytest.approx(0.0, abs=1e-12)
+    rates = [schedule.learning_rate(params, 2, e / 4, 1.0) for e in range(8, 40)]
+    assert all(later < earlier for earlier, later in zip(rates, rates[1:]))
+    # A 1-epoch run has no room for warm-up: it starts at the peak.
+    assert schedule.learning_rate(TrainParams(epochs=1, lr_schedule="cosine"), 2, 0.0, 1.0) == pytest.approx(0.002)
+    # No plateau cuts under cosine: the decay is already fixed.
+    state = schedule.ScheduleState()
+    for epoch, value in enumerate([0.5, 0.6, 0.6, 0.6, 0.6], start=1):
+        state, _events = schedule.after_epoch(state, epoch, value, TrainParams(plateau_patience=1,
+                                                                               lr_schedule="cosine"))
+    assert state.lr_factor == 1.0 and state.best_epoch == 1
+    with pytest.raises(ValueError, match="lr_schedule"):
+        TrainParams(lr_schedule="linear")
+
+
 def test_plateau_cuts_the_rate_and_early_stopping_ends_training():
-    params = TrainParams(plateau_patience=2, plateau_factor=0.5, early_stopping_patience=3)
+    params = TrainParams(plateau_patience=2, plateau_factor=0.5, early_stopping_patience=3, lr_schedule="plateau")
     state = schedule.ScheduleState()
     factors, stops = [], []
     for epoch, value in enumerate([0.5, 0.4, 0.41, 0.42, 0.43], start=1):
