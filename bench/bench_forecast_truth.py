@@ -42,8 +42,7 @@ from rossmann_jobs import storage  # noqa: E402
 from rossmann_jobs.forecast.baseline import BASELINE_COL  # noqa: E402
 from rossmann_jobs.synth.cli import generate, land  # noqa: E402
 from rossmann_jobs.synth.dataset import SynthConfig  # noqa: E402
-from rossmann_jobs.synth.point_in_time import point_in_time_expected  # noqa: E402
-from rossmann_jobs.synth.truth import exp_rmspe  # noqa: E402
+from rossmann_jobs.synth.forecast_score import horizon_truth, score_forecast  # noqa: E402
 from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams  # noqa: E402
 
 QUALITY_BAR = 1.10   # issue 16: the forecast within 10 % of the point-in-time floor
@@ -51,10 +50,12 @@ QUALITY_BAR = 1.10   # issue 16: the forecast within 10 % of the point-in-time f
 
 def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_memory: str = "2g") -> float:
     """Runs one job like the DAG does (spark-submit, local[2]); returns its wall time in seconds. A committed `out`
-    from an earlier run of the same work dir is reused with the wall time recorded then."""
+    from an earlier run of the same work dir with the same arguments is reused with the wall time recorded then."""
     timing = Path(f"{out}.timing.json")
-    if storage.exists(storage.join(out, storage.MANIFEST_NAME)) and timing.exists():
+    if (storage.exists(storage.join(out, storage.MANIFEST_NAME)) and timing.exists()
+            and json.loads(timing.read_text()).get("args") == args):
         return json.loads(timing.read_text())["seconds"]
+    storage.delete_prefix(out)   # another run's output (other arguments), or an uncommitted one
     jobs_bin = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{jobs_bin}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(REPO)}
     command = [str(jobs_bin / "spark-submit"), "--master", "local[2]", "--driver-memory", driver_memory,
@@ -66,7 +67,7 @@ def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_mem
     if code != 0:
         sys.exit(f"{job} failed (exit {code}); log: {log_path}\n{log_path.read_text()[-3000:]}")
     seconds = time.perf_counter() - started
-    timing.write_text(json.dumps({"seconds": seconds}))
+    timing.write_text(json.dumps({"seconds": seconds, "args": args}))
     return seconds
 
 
@@ -101,7 +102,7 @@ def train_and_predict(work: Path, name: str, raw: str, features: str, args: list
     rows = pd.read_parquet(storage.join(attempt, "predictions"))
     rows = rows[rows["split"] == "test"] if "split" in rows else rows
     return {"submission": pd.read_csv(storage.join(attempt, "submission.csv")),
-            "baseline": rows[["Id", BASELINE_COL]].dropna(subset=["Id"]),
+            "baseline": rows[["Id", BASELINE_COL]].dropna(subset=["Id"]).astype({"Id": int}),
             "timings_s": {**{k: round(v, 1) for k, v in timings.items()},
                           "horovod_training": round(metrics["timings_seconds"]["horovod training"], 1)},
             "val_exp_rmspe": metrics["best_val_exp_rmspe"], "best_epoch": metrics["best_epoch"],
@@ -110,32 +111,6 @@ def train_and_predict(work: Path, name: str, raw: str, features: str, args: list
                                                          "lr_schedule")},
             "curve": [{"epoch": e["epoch"], "val_exp_rmspe": e["val_exp_rmspe"], "epoch_seconds": e["epoch_seconds"]}
                       for e in metrics["epochs"]]}
-
-
-def horizon_truth(dataset, drop: str, as_of: dt.date) -> pd.DataFrame:
-    """The drop's plan rows with the hidden Sales, the expected sales and the expected sales as known on as_of."""
-    grids = dataset.grids
-    days, known = point_in_time_expected(grids, as_of)
-    dates = grids.calendar.dates[days]
-    stores = np.arange(1, known.shape[1] + 1)
-    day_index = np.searchsorted(grids.calendar.dates, dates)
-    frame = pd.DataFrame({"Date": pd.to_datetime(np.repeat(dates, len(stores))),
-                          "Store": np.tile(stores, len(dates)),
-                          "Sales": grids.sales[day_index].ravel(),
-                          "ExpectedSales": grids.sales_model.expected[day_index].ravel(),
-                          "PointInTimeExpectedSales": known.ravel()})
-    plan = pd.read_csv(storage.join(drop, "test.csv"), usecols=["Id", "Store", "Date"], parse_dates=["Date"])
-    return plan.merge(frame, on=["Store", "Date"], how="left")
-
-
-def score(horizon: pd.DataFrame, plan_of: str, run: dict) -> tuple[float, float, int]:
-    """(model, baseline) exp-RMSPE against the hidden sales, matched through the variant's own test.csv Ids."""
-    plan = pd.read_csv(storage.join(plan_of, "test.csv"), usecols=["Id", "Store", "Date"], parse_dates=["Date"])
-    scored = (plan.merge(run["submission"], on="Id").merge(run["baseline"], on="Id", how="left")
-              .merge(horizon[["Store", "Date", "Sales"]].rename(columns={"Sales": "Actual"}), on=["Store", "Date"]))
-    actual = scored["Actual"].to_numpy(float)
-    return (exp_rmspe(actual, scored["Sales"].to_numpy(float)),
-            exp_rmspe(actual, scored[BASELINE_COL].fillna(0).to_numpy(float)), int((actual > 0).sum()))
 
 
 def plot(record: dict, path: Path) -> None:
@@ -205,10 +180,14 @@ def main() -> None:
     for day in days:
         land(drops, day, day, config)
     drop = storage.join(drops, args.as_of.isoformat())
-    horizon = horizon_truth(dataset, drop, args.as_of)
-    sales = horizon["Sales"].to_numpy(float)
-    floors = {"noise floor": exp_rmspe(sales, horizon["ExpectedSales"].to_numpy(float)),
-              "point-in-time floor": exp_rmspe(sales, horizon["PointInTimeExpectedSales"].to_numpy(float)),
+    truth = horizon_truth(dataset, args.as_of)
+
+    def plan(raw: str) -> pd.DataFrame:
+        return pd.read_csv(storage.join(raw, "test.csv"), usecols=["Id", "Store", "Date"])
+
+    # The floors over the realistic drop's plan (its rows with Sales > 0).
+    oracle = score_forecast(truth, plan(drop))
+    floors = {"noise floor": oracle["noise_floor"], "point-in-time floor": oracle["point_in_time_floor"],
               "validation noise floor": dataset.truth["noise_floor"]["validation"]["exp_rmspe"]}
 
     sources = {"strict": (drop, "strict"), "seed": (full, "seed")}
@@ -246,17 +225,18 @@ def main() -> None:
             else:
                 runs = [(name, run)]
             for label, one in runs:
-                model_score, baseline_score, rows = score(horizon, plan_of, one)
+                # Each variant's submission matches the truth through its own test.csv Ids.
+                scored = score_forecast(truth, plan(plan_of), one["submission"], one["baseline"])
                 results[f"{label}, {variant}"] = {
-                    "exp_rmspe": model_score, "rows": rows,
+                    "exp_rmspe": scored["model"], "rows": scored["rows"],
                     **{k: v for k, v in one.items() if k not in ("submission", "baseline")}}
-                results.setdefault(f"naive baseline, {variant}", {"exp_rmspe": baseline_score})
+                results.setdefault(f"naive baseline, {variant}", {"exp_rmspe": scored["baseline"]})
 
     record = {"benchmark": "forecast_truth", "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(),
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "platform": platform.platform(), "load_average": os.getloadavg()},
               "args": {k: str(v) if isinstance(v, dt.date) else v for k, v in vars(args).items()},
-              "horizon_rows": int(len(horizon)), "floors": floors, "prepare_s": prepare_s, "results": results}
+              "horizon_rows": int(len(plan(drop))), "floors": floors, "prepare_s": prepare_s, "results": results}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     json_path, png_path = out / f"forecast_truth_{args.stores}.json", out / f"forecast_truth_{args.stores}.png"
@@ -264,7 +244,7 @@ def main() -> None:
     plot(record, png_path)
 
     pit = floors["point-in-time floor"]
-    print(f"\n{args.stores} stores, as-of {args.as_of}, horizon {len(horizon)} rows; noise floor "
+    print(f"\n{args.stores} stores, as-of {args.as_of}, horizon {record['horizon_rows']} rows; noise floor "
           f"{floors['noise floor']:.4f}, point-in-time floor {pit:.4f}; prepare s {prepare_s}\n")
     print("| forecast | settings | test exp-RMSPE vs truth | x point-in-time floor | val exp-RMSPE | best epoch / run "
           "| train s (Horovod s) | predict s |")

@@ -6,7 +6,8 @@
 #
 #   scripts/demo.sh [--full] [--date YYYY-MM-DD] [--stores N] [--epochs E] [--keep-running]
 #
-#   --full          full scale: 1,115 stores and the DAG's default training params (hours on 2 cores)
+#   --full          full scale: 1,115 stores and the DAG's default training params (train ~5 min on 2 cores, the
+#                   whole run ~10 min; forecast at the point-in-time floor, see bench/RESULTS.md)
 #   (default: 30 stores, 10 epochs, batch 128, learning rate 1e-3: minutes on 2 cores)
 #   --date          logical date = as-of date of the run (default 2015-07-31, the last day of train.csv)
 #   --keep-running  leave the S3 server up (for scripts/airflow_ui.sh, backfills, inspecting outputs)
@@ -18,7 +19,8 @@ JOBS_PY="$REPO/.venvs/jobs/bin/python"
 STACK=("$AIRFLOW_PY" "$REPO/scripts/stack/stack.py")
 export ROSSMANN_STATE_DIR="${ROSSMANN_STATE_DIR:-$REPO/var}"
 
-# Small-run training settings: a 10x higher learning rate than the reference, so a few epochs already converge.
+# Small-run training settings: 30 stores give the DAG's default batch of 512 only ~20 steps an epoch, so smaller
+# batches; the demo's run is its stack's first, so there is no champion to warm-start from anyway.
 DATE=2015-07-31 STORES=30 EPOCHS=10 BATCH_SIZE=128 LEARNING_RATE=0.001 SAMPLE_RATE=1.0 SEED=7 KEEP_RUNNING=0
 while [[ $# -gt 0 ]]; do
   case "$1" in

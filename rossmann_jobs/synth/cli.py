@@ -1,8 +1,10 @@
-"""Command line: `generate` writes the 7 files (+ truth beside them); `land` writes dated drops with _SUCCESS last."""
+"""Command line: `generate` writes the 7 files (+ truth beside them); `land` writes dated drops with _SUCCESS last;
+`score` scores a forecast against the generator's truth."""
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import logging
 import sys
 from typing import Sequence
@@ -135,6 +137,14 @@ def _parser() -> argparse.ArgumentParser:
     land_parser.add_argument("--full-snapshot", action="store_true",
                              help="put the whole generated snapshot (future sales included) in every drop, for any "
                                   "date; default: each drop holds only what is known on its date")
+    score_parser = commands.add_parser("score", help="score a predict output for the drop of --as-of against the "
+                                                     "generator's truth (JSON on stdout)")
+    score_parser.add_argument("--stores", type=int, default=DEFAULT_STORES)
+    score_parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    score_parser.add_argument("--sigma", type=float, default=DEFAULT_SIGMA)
+    score_parser.add_argument("--as-of", type=_date, required=True)
+    score_parser.add_argument("--raw", required=True, help="the drop the forecast was made from (its test.csv)")
+    score_parser.add_argument("--predictions", required=True, help="the predict job's output URI")
     return parser
 
 
@@ -146,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "generate":
             generate(args.out, config, args.truth_out)
+        elif args.command == "score":
+            from rossmann_jobs.synth.forecast_score import score_predictions
+
+            print(json.dumps(score_predictions(build_dataset(config), args.as_of, args.raw, args.predictions)))
         else:
             land(args.out, args.from_date, args.to_date, config, args.truth_out, full_snapshot=args.full_snapshot)
     except ValueError as error:

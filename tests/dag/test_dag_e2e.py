@@ -11,11 +11,12 @@ import datetime
 import io
 import json
 import math
+import os
 import subprocess
 
 import pytest
-from stack_helpers import (AIRFLOW_PYTHON, DAG_ID, FIRST_DATE, REPO_ROOT, SCORING_TASKS, SMALL_RUN_CONF, TASKS,
-                           run_dag)
+from stack_helpers import (AIRFLOW_PYTHON, DAG_ID, FIRST_DATE, JOBS_PYTHON, REPO_ROOT, SCORING_TASKS, SMALL_RUN_CONF,
+                           SMALL_STORES, TASKS, embedded, run_dag)
 
 pytestmark = pytest.mark.slow
 
@@ -151,6 +152,25 @@ def test_forecast_is_published_with_submission_and_report(dag_test_stack, first_
     assert b"<html" in dag_test_stack.read_bytes(forecast["report_uri"]).lower()
     assert any(uri.endswith(".png") for uri in dag_test_stack.list_keys(f"{attempt}/report"))
     assert forecast["forecast_val_exp_rmspe"] > 0
+
+
+def test_the_forecast_beats_the_naive_baseline_against_the_generators_truth(dag_test_stack, first_run):
+    """Scored against the hidden sales of the horizon (not the validation rows that chose the model), with the
+    product's own scorer (`python -m rossmann_jobs.synth score`): a model that learned forecasts the 48 days better
+    than the store x weekday x promo median, and stays within reach of the point-in-time floor."""
+    plan = first_run["summary"]["xcom"]["plan_run"]
+    env = {**os.environ, **embedded.aws_env(dag_test_stack.state, dag_test_stack.endpoint)}
+    done = subprocess.run([str(JOBS_PYTHON), "-m", "rossmann_jobs.synth", "score", "--stores", str(SMALL_STORES),
+                           "--seed", "7", "--as-of", FIRST_DATE, "--raw", plan["raw"],
+                           "--predictions", plan["predictions"]],
+                          env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    scores = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"against the truth: model {scores['model']:.4f}, naive baseline {scores['baseline']:.4f}, "
+          f"point-in-time floor {scores['point_in_time_floor']:.4f}, noise floor {scores['noise_floor']:.4f} "
+          f"({scores['rows']} rows)")
+    assert scores["rows"] > 0
+    assert scores["noise_floor"] < scores["point_in_time_floor"] and 0 < scores["model"] < scores["baseline"]
 
 
 def test_forecast_asset_event_is_emitted(first_run):

@@ -66,10 +66,16 @@ def test_train_summary_extracts_the_gate_inputs():
     scores = {"challenger": 0.17, "champion": None, "baseline": 0.2, "validation_rows": 420, "champion_model_uri": None}
     metrics = {"best_val_exp_rmspe": 0.18, "best_epoch": 3, "epochs": [{"epoch": 1}] * 4, "epochs_run": 4,
                "stopped_early": True, "mean_samples_per_second": 950.5, "horovod_size": 2, "ranks": [{}, {}],
-               "gate_scores": scores}
+               "gate_scores": scores,
+               "warm_start": {"requested": "s3://b/champ", "used": True, "source_model": "s3://b/champ",
+                              "model_file": "s3://b/champ/model/model.h5", "fresh_embedding_rows": {"Store": 1}}}
     assert train_summary(metrics, "s3://b/m/metrics.json") == {
         "best_val_exp_rmspe": 0.18, "best_epoch": 3, "epochs_run": 4, "stopped_early": True, "samples_per_s": 950.5,
-        "horovod_size": 2, "gate_scores": scores}
+        "horovod_size": 2, "gate_scores": scores,
+        "warm_start": {"used": True, "requested": "s3://b/champ", "reason": None}}
+    # Metrics of a train job before warm starts existed: no warm start.
+    older = train_summary({key: value for key, value in metrics.items() if key != "warm_start"}, "m")
+    assert older["warm_start"] == {"used": None, "requested": None, "reason": None}
 
 
 def test_train_summary_names_the_file_when_the_score_is_missing():

@@ -1,0 +1,69 @@
+"""A forecast for as-of D scored against the generator's truth: the hidden sales of the horizon, beside the floors.
+
+`python -m rossmann_jobs.synth score --stores N --seed S --as-of D --predictions URI` regenerates the data set the
+drop came from (deterministic), reads the predict job's committed output (submission.csv and the naive seasonal
+baseline in predictions/) and prints exp-RMSPE against the hidden Sales of the drop's test.csv rows (Sales > 0):
+the model, the naive baseline, the noise floor (the noise-free expected sales) and the point-in-time floor (the
+expected sales as known on D, synth/point_in_time.py).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import io
+import tempfile
+
+import numpy as np
+import pandas as pd
+
+from rossmann_jobs.forecast.baseline import BASELINE_COL
+from rossmann_jobs.synth.point_in_time import point_in_time_expected
+from rossmann_jobs.synth.truth import exp_rmspe
+
+
+def horizon_truth(dataset, as_of: dt.date) -> pd.DataFrame:
+    """Store, Date, Sales (hidden), ExpectedSales and PointInTimeExpectedSales of every store on D+1 .. D+48."""
+    grids = dataset.grids
+    days, known = point_in_time_expected(grids, as_of)
+    stores = np.arange(1, known.shape[1] + 1)
+    return pd.DataFrame({"Date": pd.to_datetime(np.repeat(grids.calendar.dates[days], len(stores))),
+                         "Store": np.tile(stores, len(days)),
+                         "Sales": grids.sales[days].ravel(),
+                         "ExpectedSales": grids.sales_model.expected[days].ravel(),
+                         "PointInTimeExpectedSales": known.ravel()})
+
+
+def score_forecast(truth: pd.DataFrame, plan: pd.DataFrame, submission: pd.DataFrame | None = None,
+                   baseline: pd.DataFrame | None = None) -> dict:
+    """exp-RMSPE against the hidden Sales of the plan's rows (Id, Store, Date): both floors, and the submission
+    (Id, Sales) and the baseline (Id, SalesBaseline) when given; rows = the scored rows (Sales > 0)."""
+    rows = plan[["Id", "Store", "Date"]].assign(Date=lambda f: pd.to_datetime(f["Date"]))
+    rows = rows.merge(truth, on=["Store", "Date"], how="left", validate="one_to_one")
+    if rows["Sales"].isna().any():
+        raise ValueError(f"{int(rows['Sales'].isna().sum())} plan rows are outside the generated horizon")
+    actual = rows["Sales"].to_numpy(float)
+    result = {"noise_floor": exp_rmspe(actual, rows["ExpectedSales"].to_numpy(float)),
+              "point_in_time_floor": exp_rmspe(actual, rows["PointInTimeExpectedSales"].to_numpy(float)),
+              "rows": int((actual > 0).sum())}
+    for name, frame, column in (("model", submission, "Sales"), ("baseline", baseline, BASELINE_COL)):
+        if frame is None:
+            continue
+        forecast = rows[["Id"]].merge(frame[["Id", column]], on="Id", how="left")[column]
+        if name == "model" and forecast.isna().any():
+            raise ValueError(f"the submission lacks {int(forecast.isna().sum())} of the plan's Ids")
+        result[name] = exp_rmspe(actual, forecast.fillna(0).to_numpy(float))
+    return result
+
+
+def score_predictions(dataset, as_of: dt.date, raw_uri: str, predictions_uri: str) -> dict:
+    """score_forecast of a predict job's committed output (local or S3) for the drop at raw_uri."""
+    from rossmann_jobs import storage
+
+    attempt = storage.committed_uri(predictions_uri)
+    plan = pd.read_csv(io.BytesIO(storage.read_bytes(storage.join(raw_uri, "test.csv"))),
+                       usecols=["Id", "Store", "Date"])
+    submission = pd.read_csv(io.BytesIO(storage.read_bytes(storage.join(attempt, "submission.csv"))))
+    with tempfile.TemporaryDirectory(prefix="rossmann-score-") as local:
+        rows = pd.read_parquet(storage.download_dir(storage.join(attempt, "predictions"), local))
+    rows = rows[rows["split"] == "test"] if "split" in rows else rows
+    baseline = rows[["Id", BASELINE_COL]].dropna(subset=["Id"]).astype({"Id": int})
+    return score_forecast(horizon_truth(dataset, as_of), plan, submission, baseline)
