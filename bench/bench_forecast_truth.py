@@ -48,12 +48,15 @@ from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams  # noqa
 QUALITY_BAR = 1.10   # issue 16: the forecast within 10 % of the point-in-time floor
 
 
-def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_memory: str = "2g") -> float:
+def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_memory: str = "2g",
+                 inputs: tuple[str, ...] = ()) -> float:
     """Runs one job like the DAG does (spark-submit, local[2]); returns its wall time in seconds. A committed `out`
-    from an earlier run of the same work dir with the same arguments is reused with the wall time recorded then."""
+    from an earlier run of the same work dir with the same arguments and inputs (committed attempts) is reused with
+    the wall time recorded then."""
     timing = Path(f"{out}.timing.json")
+    key = [*args, *(storage.committed_uri(uri) for uri in inputs)]
     if (storage.exists(storage.join(out, storage.MANIFEST_NAME)) and timing.exists()
-            and json.loads(timing.read_text()).get("args") == args):
+            and json.loads(timing.read_text()).get("args") == key):
         return json.loads(timing.read_text())["seconds"]
     storage.delete_prefix(out)   # another run's output (other arguments), or an uncommitted one
     jobs_bin = Path(sys.executable).parent
@@ -67,7 +70,7 @@ def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_mem
     if code != 0:
         sys.exit(f"{job} failed (exit {code}); log: {log_path}\n{log_path.read_text()[-3000:]}")
     seconds = time.perf_counter() - started
-    timing.write_text(json.dumps({"seconds": seconds, "args": args}))
+    timing.write_text(json.dumps({"seconds": seconds, "args": key}))
     return seconds
 
 
@@ -94,9 +97,10 @@ def train_and_predict(work: Path, name: str, raw: str, features: str, args: list
     out.mkdir(parents=True, exist_ok=True)
     model, predictions = str(out / "model"), str(out / "predictions")
     timings = {"train": spark_submit("train", ["--features", features, "--out", model, *args], model,
-                                     out / "train.log"),
+                                     out / "train.log", inputs=(features,)),
                "predict": spark_submit("predict", ["--model", model, "--features", features, "--raw", raw,
-                                                   "--out", predictions], predictions, out / "predict.log")}
+                                                   "--out", predictions], predictions, out / "predict.log",
+                                       inputs=(model, features))}
     attempt = storage.committed_uri(predictions)
     metrics = json.loads(Path(storage.committed_uri(model), "metrics.json").read_text())
     rows = pd.read_parquet(storage.join(attempt, "predictions"))

@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from stack_helpers import FIRST_DATE, SMALL_RUN_CONF, embedded, run_dag, start_stack
+from stack_helpers import FIRST_DATE, FIRST_RUN_CONF, embedded, run_dag, start_stack
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +20,7 @@ def dag_test_stack(tmp_path_factory):
 @pytest.fixture(scope="session")
 def first_run(dag_test_stack):
     """The local-mode (local[2]) run of FIRST_DATE: many e2e assertions, and the reference of the cluster run."""
-    return run_dag(dag_test_stack, FIRST_DATE, SMALL_RUN_CONF)
+    return run_dag(dag_test_stack, FIRST_DATE, FIRST_RUN_CONF)
 
 
 @pytest.fixture(scope="session")

@@ -200,7 +200,8 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
         wait.until(lambda d: "Run Parameters" in d.find_element(By.TAG_NAME, "body").text)
         form = driver.find_element(By.TAG_NAME, "body").text
         for title in ("As-of date", "Sample rate", "Epochs", "Horovod processes", "Batch size per process",
-                      "Base learning rate", "Hidden layer widths", "Promotion tolerance", "Raw drop timeout (s)"):
+                      "Base learning rate", "Learning-rate schedule", "Hidden layer widths", "Warm start",
+                      "Warm-start epochs", "Promotion tolerance", "Raw drop timeout (s)"):
             assert title in form, f"trigger form lacks the {title!r} param"
         assert "Backfill" in form  # the same dialog offers backfills over a date range
         driver.save_screenshot(str(tmp_path / "trigger_form.png"))

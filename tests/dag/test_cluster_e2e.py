@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from stack_helpers import (FIRST_DATE, JOBS_PYTHON, REPO_ROOT, SCORING_TASKS, SMALL_RUN_CONF, embedded, run_dag,
+from stack_helpers import (FIRST_DATE, FIRST_RUN_CONF, JOBS_PYTHON, REPO_ROOT, SCORING_TASKS, embedded, run_dag,
                            start_stack, task_tries)
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def cluster_run(tmp_path_factory, spark_cluster, postgres_server):
                         sql_alchemy_conn=embedded.postgres_database(postgres_server, "airflow_cluster"))
     try:
         started = time.monotonic()
-        run = run_dag(stack, FIRST_DATE, SMALL_RUN_CONF,
+        run = run_dag(stack, FIRST_DATE, FIRST_RUN_CONF,
                       extra_env={"ROSSMANN_TRAIN_KILL_AFTER_EPOCH": str(KILL_AFTER_EPOCH)})
         print(f"cluster DAG run took {time.monotonic() - started:.0f} s")
         yield {**run, "stack": stack, "master": master, "cluster": cluster,
@@ -131,19 +131,19 @@ def test_the_first_try_failed_fast_with_a_clear_error_after_the_killed_rank(clus
     seconds = (logged_at(log, failed) - logged_at(log, killed)).total_seconds()
     print(f"try 1 failed {seconds:.0f} s after the kill")
     assert seconds < KILL_TO_FAILURE_S
-    epochs = SMALL_RUN_CONF["epochs"]
+    epochs = FIRST_RUN_CONF["epochs"]
     assert f"epoch {KILL_AFTER_EPOCH}/{epochs}:" in log and f"epoch {KILL_AFTER_EPOCH + 1}/{epochs}:" not in log
 
 
 def test_the_retry_resumed_from_the_checkpoint_of_the_killed_try(cluster_run):
     log = cluster_run["train_logs"][1]
     assert f"resuming from epoch {KILL_AFTER_EPOCH + 1} (checkpoint after epoch {KILL_AFTER_EPOCH}" in log
-    assert "fault injection" not in log and f"epoch 1/{SMALL_RUN_CONF['epochs']}:" not in log
+    assert "fault injection" not in log and f"epoch 1/{FIRST_RUN_CONF['epochs']}:" not in log
     stack, plan = cluster_run["stack"], cluster_run["summary"]["xcom"]["plan_run"]
     metrics = stack.read_json(f"{committed_attempt(stack, plan['model'])}/metrics.json")
     assert metrics["resumed_after_epoch"] == KILL_AFTER_EPOCH
     first, second = metrics["epochs"][:2]
-    assert len(metrics["epochs"]) == SMALL_RUN_CONF["epochs"]
+    assert len(metrics["epochs"]) == FIRST_RUN_CONF["epochs"]
     assert (first["epoch"], second["epoch"]) == (1, 2) and first["run_id"] != second["run_id"]
 
 
@@ -178,7 +178,7 @@ def closed_ids(stack) -> set[int]:
 def test_validation_score_matches_local_mode_despite_the_kill(cluster_run, first_run):
     cluster = cluster_run["summary"]["xcom"]["read_train_metrics"]
     local = first_run["summary"]["xcom"]["read_train_metrics"]
-    assert cluster["epochs_run"] == local["epochs_run"] == SMALL_RUN_CONF["epochs"]
+    assert cluster["epochs_run"] == local["epochs_run"] == FIRST_RUN_CONF["epochs"]
     assert math.isfinite(cluster["best_val_exp_rmspe"])
     assert cluster["best_val_exp_rmspe"] < LEARNED_VAL_EXP_RMSPE and local["best_val_exp_rmspe"] < LEARNED_VAL_EXP_RMSPE
     print(f"val exp_rmspe: cluster {cluster['best_val_exp_rmspe']:.5f}, local {local['best_val_exp_rmspe']:.5f}")
@@ -238,7 +238,7 @@ def test_negative_control_a_rank_on_shuffled_labels_fails_the_comparison(shuffle
     shuffled = shuffled_rank_run["shuffled"]
     assert shuffled["shuffled_rows"] > 0 and 0 < len(shuffled["shuffled_files"]) < shuffled["train_files"]
     metrics = shuffled_rank_run["metrics"]
-    assert metrics["horovod_size"] == 2 and metrics["epochs_run"] == SMALL_RUN_CONF["epochs"]
+    assert metrics["horovod_size"] == 2 and metrics["epochs_run"] == FIRST_RUN_CONF["epochs"]
     local = first_run["summary"]["xcom"]["read_train_metrics"]["best_val_exp_rmspe"]
     gap = val_exp_rmspe_gap(metrics["best_val_exp_rmspe"], local)
     disagreement = forecast_disagreement(shuffled_rank_run["forecast"], forecast(dag_test_stack, first_run),

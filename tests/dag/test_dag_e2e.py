@@ -15,8 +15,8 @@ import os
 import subprocess
 
 import pytest
-from stack_helpers import (AIRFLOW_PYTHON, DAG_ID, FIRST_DATE, JOBS_PYTHON, REPO_ROOT, SCORING_TASKS, SMALL_RUN_CONF,
-                           SMALL_STORES, TASKS, embedded, run_dag)
+from stack_helpers import (AIRFLOW_PYTHON, DAG_ID, FIRST_DATE, FIRST_RUN_CONF, JOBS_PYTHON, REPO_ROOT, SCORING_TASKS,
+                           SMALL_RUN_CONF, SMALL_STORES, TASKS, embedded, run_dag)
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ BACKFILL_DATES = ["2015-07-29", "2015-07-30"]
 # On the middle day a negative tolerance demands a 99 % improvement: the gate must keep the champion as of that day.
 # That run also warm-starts from the champion as of its date.
 KEEP_CHAMPION_DATE = BACKFILL_DATES[1]
-# SMALL_RUN_CONF trains for 6 epochs: a model that learns is far below this (an untrained or saturated one is
+# SMALL_RUN_CONF trains for 6 epochs (FIRST_RUN_CONF 12): a model that learns is far below this (an untrained or saturated one is
 # around 1 or above).
 LEARNED_VAL_EXP_RMSPE = 0.5
 
@@ -99,8 +99,8 @@ def test_train_metrics_xcom_matches_the_committed_metrics_file(dag_test_stack, f
     assert metrics["metrics_uri"] == f"{attempt}/metrics.json"
     assert metrics["best_val_exp_rmspe"] == pytest.approx(stored["best_val_exp_rmspe"])
     assert 0 < metrics["best_val_exp_rmspe"] and math.isfinite(metrics["best_val_exp_rmspe"])
-    assert metrics["horovod_size"] == stored["horovod_size"] == SMALL_RUN_CONF["num_proc"]
-    assert 1 <= metrics["epochs_run"] <= SMALL_RUN_CONF["epochs"]
+    assert metrics["horovod_size"] == stored["horovod_size"] == FIRST_RUN_CONF["num_proc"]
+    assert 1 <= metrics["epochs_run"] <= FIRST_RUN_CONF["epochs"]
     assert metrics["samples_per_s"] > 0
     assert metrics["model_uri"] == plan["model"]
     keys = dag_test_stack.list_keys(attempt)
