@@ -17,12 +17,12 @@
   as-of date ≤ D, so a model trained on later data never forecasts an earlier date. `find_champion` hands it to the
   train job (`--champion-model`; with the `warm_start` param also `--warm-start-model`: the new model starts from
   the champion's weights and fine-tunes for `warm_start_epochs`), which scores the new model, that champion
-  (vocabularies re-mapped) and a naive
-  seasonal baseline (median Sales per store × weekday × promo) on the same validation rows. The new model is
-  promoted when it beats the baseline and there is no champion as of D or its exp_rmspe ≤ champion's ×
-  (1 + `promotion_tolerance`); a re-run of the champion's own run must be strictly better. Otherwise the champion as
-  of D forecasts; with none, the run fails (no model beats the baseline). The champion is an immutable copy of the
-  committed model attempt; `models/champion.json` points at the newest as-of date's champion.
+  (vocabularies re-mapped) and a naive seasonal baseline (median Sales per store × weekday × promo) on the same
+  validation rows. The new model is promoted when it beats the baseline and there is no champion as of D or its
+  exp_rmspe ≤ champion's × (1 + `promotion_tolerance`); a re-run of the champion's own run must be strictly better.
+  Otherwise the champion as of D forecasts; with none, the run fails (no model beats the baseline). The champion is
+  an immutable copy of the committed model attempt; `models/champion.json` points at the newest as-of date's
+  champion.
 * **Output**: `publish_forecast` writes `s3://<bucket>/forecast/latest.json` (pointing at `submission.csv` and the
   report) unless it holds a newer as-of date's forecast (a backfill never hides it), and updates the
   `rossmann_forecast` asset for data-aware downstream DAGs (extra `latest`: whether the pointer holds this run's).
