@@ -29,12 +29,13 @@ KILL_AFTER_EPOCH = 1
 # Both runs see the same rows, shards (files[rank::2]), seeds and learning-rate schedule. They differ by
 # floating-point reduction order (Gloo, TensorFlow threads) and by the resume: weights and Adam slots come back from
 # the checkpoint, but dropout's random state does not, so epochs 2.. draw other dropout masks (dropout 0.5).
-# With the saturated 2-epoch models of earlier sessions they were 1.8-3.3 % apart on val exp_rmspe and 0.019-0.034
-# apart as forecasts. The model now learns (6 epochs, val exp_rmspe ~0.11-0.13, asserted below to be < 0.5 on both
-# sides, so a run that did not learn cannot pass); the bounds leave room for the dropout-driven spread of two learned
-# models, which this session could not measure on a quiet machine before landing.
+# Measured with learned models: val exp_rmspe 0.12459 vs 0.12042 and forecasts 0.0378 apart (session 9, 6 epochs of
+# the reference MLP); 0.11345 vs 0.10899 (4.1 %) and 0.0329 (session 10, 12 epochs of the 256-128 MLP). The negative
+# control below (local mode's features with rank 1's labels shuffled, deterministic) measured a 41.6 % val gap and a
+# 0.1056 forecast disagreement, which the old forecast bound of 0.12 let pass; the bound is now 0.07 (about twice the
+# largest cluster disagreement seen, 1.5x below the broken run's). Both runs must also have learned (< 0.5).
 VAL_EXP_RMSPE_REL_TOL = 0.20
-FORECAST_AGREEMENT_RMSPE = 0.12
+FORECAST_AGREEMENT_RMSPE = 0.07
 LEARNED_VAL_EXP_RMSPE = 0.5
 # A dead rank must fail the try quickly: Gloo's next allreduce on the surviving rank errors out at once.
 KILL_TO_FAILURE_S = 120
