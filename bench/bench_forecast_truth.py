@@ -39,10 +39,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rossmann_jobs import storage  # noqa: E402
-from rossmann_jobs.forecast.baseline import BASELINE_COL  # noqa: E402
 from rossmann_jobs.synth.cli import generate, land  # noqa: E402
 from rossmann_jobs.synth.dataset import SynthConfig  # noqa: E402
-from rossmann_jobs.synth.forecast_score import horizon_truth, score_forecast  # noqa: E402
+from rossmann_jobs.synth.forecast_score import horizon_truth, score_forecast, score_predictions  # noqa: E402
 from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams  # noqa: E402
 
 QUALITY_BAR = 1.10   # issue 16: the forecast within 10 % of the point-in-time floor
@@ -101,12 +100,8 @@ def train_and_predict(work: Path, name: str, raw: str, features: str, args: list
                "predict": spark_submit("predict", ["--model", model, "--features", features, "--raw", raw,
                                                    "--out", predictions], predictions, out / "predict.log",
                                        inputs=(model, features))}
-    attempt = storage.committed_uri(predictions)
     metrics = json.loads(Path(storage.committed_uri(model), "metrics.json").read_text())
-    rows = pd.read_parquet(storage.join(attempt, "predictions"))
-    rows = rows[rows["split"] == "test"] if "split" in rows else rows
-    return {"submission": pd.read_csv(storage.join(attempt, "submission.csv")),
-            "baseline": rows[["Id", BASELINE_COL]].dropna(subset=["Id"]).astype({"Id": int}),
+    return {"predictions": predictions,
             "timings_s": {**{k: round(v, 1) for k, v in timings.items()},
                           "horovod_training": round(metrics["timings_seconds"]["horovod training"], 1)},
             "val_exp_rmspe": metrics["best_val_exp_rmspe"], "best_epoch": metrics["best_epoch"],
@@ -230,10 +225,8 @@ def main() -> None:
                 runs = [(name, run)]
             for label, one in runs:
                 # Each variant's submission matches the truth through its own test.csv Ids.
-                scored = score_forecast(truth, plan(plan_of), one["submission"], one["baseline"])
-                results[f"{label}, {variant}"] = {
-                    "exp_rmspe": scored["model"], "rows": scored["rows"],
-                    **{k: v for k, v in one.items() if k not in ("submission", "baseline")}}
+                scored = score_predictions(dataset, args.as_of, plan_of, one["predictions"])
+                results[f"{label}, {variant}"] = {"exp_rmspe": scored["model"], "rows": scored["rows"], **one}
                 results.setdefault(f"naive baseline, {variant}", {"exp_rmspe": scored["baseline"]})
 
     record = {"benchmark": "forecast_truth", "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(),

@@ -46,19 +46,13 @@ def climatology(factor: np.ndarray, dates: np.ndarray, as_of_index: int, targets
     return result
 
 
-def horizon_days(grids: DataGrids, as_of: dt.date) -> np.ndarray:
-    """Day numbers of D + 1 .. D + HORIZON_DAYS that the calendar holds."""
-    as_of_index = int(np.searchsorted(grids.calendar.dates, np.datetime64(as_of)))
-    return np.arange(as_of_index + 1, min(as_of_index + 1 + HORIZON_DAYS, grids.calendar.num_days))
-
-
 def point_in_time_expected(grids: DataGrids, as_of: dt.date) -> tuple[np.ndarray, np.ndarray]:
     """(horizon day numbers, [day, store] expected sales as known on as_of) for the days after as_of."""
     calendar, model = grids.calendar, grids.sales_model
     as_of_index = int(np.searchsorted(calendar.dates, np.datetime64(as_of)))
     if not (0 <= as_of_index < calendar.num_days and calendar.dates[as_of_index] == np.datetime64(as_of)):
         raise ValueError(f"as-of {as_of} is outside the generated calendar")
-    days = horizon_days(grids, as_of)
+    days = np.arange(as_of_index + 1, min(as_of_index + 1 + HORIZON_DAYS, calendar.num_days))
     stores = model.state_of_store
 
     known_weather = climatology(model.weather_factor, calendar.dates, as_of_index, days)[:, stores]
