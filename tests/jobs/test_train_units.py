@@ -57,8 +57,12 @@ def test_untrained_model_starts_at_the_mean_log_sales_not_at_a_saturated_end():
     predicted = started.predict(inputs, verbose=0)
     assert abs(float(np.mean(predicted)) - 8.5) < 0.25 and float(np.std(predicted)) < 0.5
     # Without them the same inputs drive the sigmoid to its flat ends (0 and log(40000) x 1.2), where it stops learning.
+    # Random initial weights decide which end each row lands on (in 36 draws 87-100 % of rows were at an end, the
+    # spread between ends varied from 0 to 6), so the share at the ends is what is asserted, not the spread.
+    ceiling = math.log(40000.0) * 1.2
     plain = build_model(VOCAB_SIZES, 40000.0, HOROVOD_REFERENCE).predict(inputs, verbose=0)
-    assert float(np.std(plain)) > 2.0
+    assert float(np.mean((plain < 0.01 * ceiling) | (plain > 0.99 * ceiling))) > 0.75
+    assert not np.any((predicted < 0.01 * ceiling) | (predicted > 0.99 * ceiling))
 
 
 def test_reference_model_has_the_reference_layer_sizes():
