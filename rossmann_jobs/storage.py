@@ -182,6 +182,19 @@ def download_dir(uri: str, local_dir: str) -> str:
     return local_dir
 
 
+def download_file(uri: str, local_path: str) -> str:
+    """Stream one object to a local file (never whole in memory), through a temp name so a partial copy is never
+    mistaken for a finished one; returns local_path."""
+    from pyarrow import fs
+
+    filesys, path = filesystem(uri)
+    partial = f"{local_path}.partial"
+    with_retries("download", uri, lambda: fs.copy_files(path, partial, source_filesystem=filesys,
+                                                        destination_filesystem=fs.LocalFileSystem()))
+    os.replace(partial, local_path)
+    return local_path
+
+
 def upload_dir(local_dir: str, uri: str) -> None:
     for root, _dirs, files in os.walk(local_dir):
         for name in files:

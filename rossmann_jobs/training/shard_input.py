@@ -1,4 +1,4 @@
-"""Stream one rank's Parquet shard from the store with pyarrow: shuffled, fixed-size training batches and eval chunks.
+"""Stream one rank's Parquet shard (a local copy) with pyarrow: shuffled, fixed-size training batches and eval chunks.
 
 Nothing loads the whole shard: row groups are read in record batches and shuffled within a bounded buffer (plus a
 random row-group order), reseeded per (seed, epoch, rank) so that a resumed run replays the same epoch order.
@@ -6,6 +6,7 @@ random row-group order), reseeded per (seed, epoch, rank) so that a resumed run 
 from __future__ import annotations
 
 import math
+import os
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
@@ -28,6 +29,19 @@ def read_unit(unit: ParquetUnit, chunk_rows: int = READ_CHUNK_ROWS) -> Iterator[
         for batch in pq.ParquetFile(handle).iter_batches(batch_size=chunk_rows, row_groups=[unit.row_group],
                                                          columns=[*FEATURE_COLS, LABEL_COL]):
             yield {name: batch.column(i).to_numpy(zero_copy_only=False) for i, name in enumerate(batch.schema.names)}
+
+
+def local_copies(units: list[ParquetUnit], directory: str) -> list[ParquetUnit]:
+    """The same row groups, read from local copies of their files: a rank fetches its shard from the store once per
+    training run instead of once per epoch. Against the embedded S3, per-epoch reads were ~85 % of a 10-store epoch
+    (12 s vs 1.2 s from local files); on a cluster they are repeated GETs of unchanged objects. Disk use is the
+    rank's shard; files already local are read in place."""
+    copies: dict[str, str] = {}
+    for unit in units:
+        if storage.is_s3(unit.uri) and unit.uri not in copies:
+            name = f"{len(copies):05d}-{unit.uri.rstrip('/').rsplit('/', 1)[-1]}"
+            copies[unit.uri] = storage.download_file(unit.uri, os.path.join(directory, name))
+    return [ParquetUnit(copies.get(unit.uri, unit.uri), unit.row_group, unit.rows) for unit in units]
 
 
 def epoch_rng(seed: int, epoch: int, rank: int) -> np.random.Generator:

@@ -1,4 +1,4 @@
-"""Warm start: a new model begins from an earlier model's weights, its embedding rows re-indexed to today's vocabularies.
+"""Warm start: a new model begins from an earlier model's weights, embedding rows re-indexed to today's vocabularies.
 
 The driver plans it (plan_warm_start): the earlier model must have the same architecture (hidden units, embedding
 width) and feature columns, else the run starts cold and says why. Each categorical value keeps the embedding row it

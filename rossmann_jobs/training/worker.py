@@ -7,11 +7,13 @@ early-stop state in a checkpointable form.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
 import signal
 import socket
+import tempfile
 import threading
 import time
 import uuid
@@ -23,7 +25,8 @@ from rossmann_jobs.training.feature_set import ParquetUnit, rank_units
 from rossmann_jobs.training.model import (TrainStatistics, build_model, exp_rmspe_sums_tf, make_optimizer,
                                           rmspe_from_sums)
 from rossmann_jobs.training.params import TrainParams
-from rossmann_jobs.training.shard_input import eval_chunks, split_label, steps_per_epoch, train_dataset
+from rossmann_jobs.training.shard_input import (eval_chunks, local_copies, split_label, steps_per_epoch,
+                                                train_dataset)
 from rossmann_jobs.training.warm_start import WarmStart, load_weights
 
 log = logging.getLogger("rossmann.train")
@@ -71,7 +74,18 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
              placement["executor_dir"], placement["host"], placement["pid"], hvd.local_rank(), hvd.local_size())
     params = TrainParams.from_dict(config.params)
     plan = _plan_shards(hvd, tf, config, params)
+    with tempfile.TemporaryDirectory(prefix=f"rossmann-shard-rank{rank}-") as shard_dir:
+        fetched_at = time.perf_counter()
+        plan = dataclasses.replace(plan, train_units=local_copies(plan.train_units, shard_dir),
+                                   validation_units=local_copies(plan.validation_units, shard_dir))
+        log.info("rank %d/%d: shard copied to local disk in %.1f s", rank, size, time.perf_counter() - fetched_at)
+        return _train(hvd, tf, config, params, plan, placement)
 
+
+def _train(hvd, tf, config: WorkerConfig, params: TrainParams, plan: ShardPlan,
+           placement: dict[str, Any]) -> dict[str, Any]:
+    """The epochs of one rank from its (local) shard: resume or start, train, validate, checkpoint on rank 0."""
+    rank, size = hvd.rank(), hvd.size()
     # Seeded initial weights (rank 0's are broadcast) and per-rank dropout: a re-run on the same features
     # reproduces the model, so a cleared-and-re-run train task is idempotent up to float round-off.
     tf.keras.utils.set_random_seed(params.seed + rank)

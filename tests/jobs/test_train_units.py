@@ -12,7 +12,8 @@ from rossmann_jobs.training import checkpoint, report, schedule
 from rossmann_jobs.training.feature_set import (FeatureDataError, ParquetUnit, load_feature_set, rank_units,
                                                 scan_files)
 from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams
-from rossmann_jobs.training.shard_input import eval_chunks, read_unit, shuffled_blocks, steps_per_epoch
+from rossmann_jobs.training.shard_input import (eval_chunks, local_copies, read_unit, shuffled_blocks,
+                                                steps_per_epoch)
 from tests.jobs.feature_fixtures import VOCAB_SIZES, feature_table, write_features
 
 SMALL = TrainParams(hidden_units=(16, 8), embedding_dim=3)
@@ -231,6 +232,26 @@ def test_stream_yields_before_reading_the_whole_shard(features_dir):
                              read=counting_read)
     next(stream)
     assert len(read_units) == 1 < len(units)
+
+
+def test_an_s3_shard_is_fetched_once_and_streams_the_same_rows_in_the_same_order(features_dir, s3_bucket, tmp_path):
+    storage.upload_dir(features_dir, f"{s3_bucket}/features")
+    local_units = _units(features_dir)
+    s3_units = _units(f"{s3_bucket}/features")
+    assert all(unit.uri.startswith("s3://") for unit in s3_units)
+    copies = local_copies(s3_units, str(tmp_path))
+    assert [(u.row_group, u.rows) for u in copies] == [(u.row_group, u.rows) for u in s3_units]
+    assert not any(unit.uri.startswith("s3://") for unit in copies)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        f"{index:05d}-{uri.rsplit('/', 1)[-1]}" for index, uri in enumerate(dict.fromkeys(u.uri for u in s3_units)))
+    # After the copy the store is not read again: epochs stream from local disk.
+    storage.delete_prefix(f"{s3_bucket}/features")
+
+    def epoch(units):
+        return _row_ids(shuffled_blocks(units, 50, 20, np.random.default_rng([7, 3, 0]), 300, 4))
+
+    np.testing.assert_array_equal(epoch(copies), epoch(local_units))
+    assert local_copies(local_units, str(tmp_path / "unused")) == local_units   # local files are read in place
 
 
 def test_empty_shard_is_an_error_not_a_hang():
