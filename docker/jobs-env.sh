@@ -11,6 +11,7 @@ set -euo pipefail
 SRC="$1"
 VENV="$2"
 HOROVOD_VERSION=0.28.1
+HOROVOD_EXTRAS=tensorflow-cpu   # not [spark]: see requirements-jobs.txt
 SAGEMAKER_PYSPARK=1.4.5   # its sdist ships hadoop-aws-3.3.1.jar + aws-java-sdk-bundle-1.11.901.jar (PyPI only)
 S3A_JARS=(hadoop-aws-3.3.1.jar aws-java-sdk-bundle-1.11.901.jar)
 export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off TF_CPP_MIN_LOG_LEVEL=2
@@ -19,7 +20,7 @@ say() { printf '== jobs-env: %s\n' "$*"; }
 
 python3.11 -m venv "$VENV"
 PIP="$VENV/bin/pip"
-"$PIP" install -q --upgrade "pip>=24" wheel "setuptools>=68"
+"$PIP" install -q --upgrade "pip>=24" wheel "setuptools>=78.1.1"
 
 say "requirements-jobs.txt with constraints/jobs.txt"
 "$PIP" install -q -r "$SRC/requirements-jobs.txt" -c "$SRC/constraints/jobs.txt"
@@ -29,7 +30,7 @@ say "horovod $HOROVOD_VERSION with TensorFlow + Gloo (compiles for several minut
 "$PIP" install -q cmake packaging -c "$SRC/constraints/jobs.txt"
 env HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
     HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" PATH="$VENV/bin:$PATH" \
-    "$PIP" install -q --no-build-isolation "horovod[spark,tensorflow-cpu]==$HOROVOD_VERSION" \
+    "$PIP" install -q --no-build-isolation "horovod[$HOROVOD_EXTRAS]==$HOROVOD_VERSION" \
     -c "$SRC/constraints/jobs.txt"
 "$PIP" uninstall -q -y cmake   # build tool only
 

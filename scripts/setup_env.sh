@@ -8,6 +8,7 @@ CACHE="${ROSSMANN_CACHE:-$HOME/.cache/rossmann-forecast}"
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 HOROVOD_VERSION=0.28.1
+HOROVOD_EXTRAS=tensorflow-cpu   # not [spark]: see requirements-jobs.txt
 TF_VERSION=2.15.1
 SAGEMAKER_PYSPARK=1.4.5   # its sdist ships hadoop-aws-3.3.1.jar + aws-java-sdk-bundle-1.11.901.jar (no Maven here)
 S3A_JARS=(hadoop-aws-3.3.1.jar aws-java-sdk-bundle-1.11.901.jar)
@@ -28,7 +29,7 @@ stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
 
 ensure_venv() {  # ensure_venv DIR
   [ -x "$1/bin/python" ] || "$PYTHON" -m venv "$1"
-  "$1/bin/pip" install -q --upgrade "pip>=24" wheel "setuptools>=68"
+  "$1/bin/pip" install -q --upgrade "pip>=24" wheel "setuptools>=78.1.1"
 }
 
 build_horovod_wheel() {  # prints the cached wheel path; builds it (~9 min on 2 cores) if absent
@@ -73,7 +74,7 @@ setup_jobs_env() {
   ensure_venv "$JOBS"
   "$JOBS/bin/pip" install -q -r "$ROOT/requirements-jobs.txt" -c "$ROOT/constraints/jobs.txt"
   local wheel; wheel=$(build_horovod_wheel)
-  "$JOBS/bin/pip" install -q "${wheel}[spark,tensorflow-cpu]" -c "$ROOT/constraints/jobs.txt"
+  "$JOBS/bin/pip" install -q "${wheel}[$HOROVOD_EXTRAS]" -c "$ROOT/constraints/jobs.txt"
   "$JOBS/bin/pip" install -q --no-deps -e "$ROOT"
   install_s3a_jars
   "$JOBS/bin/python" -c 'import numpy, tensorflow, pyspark; assert numpy.__version__.startswith("1."), numpy.__version__; assert pyspark.__version__.startswith("3.5"), pyspark.__version__'

@@ -382,12 +382,13 @@ def test_spark_image_installs_the_tested_jobs_environment(services):
     for flag in ("HOROVOD_WITH_TENSORFLOW=1", "HOROVOD_WITH_GLOO=1", "HOROVOD_WITHOUT_MPI=1",
                  "HOROVOD_WITHOUT_PYTORCH=1", "HOROVOD_WITHOUT_MXNET=1"):
         assert flag in script
-    assert '"horovod[spark,tensorflow-cpu]==$HOROVOD_VERSION"' in script
+    assert '"horovod[$HOROVOD_EXTRAS]==$HOROVOD_VERSION"' in script
 
     # The image's pins are the tested environment's: this test runs in it.
     setup_env = REPO / "scripts/setup_env.sh"
     horovod = shell_assignment(JOBS_ENV_SCRIPT, "HOROVOD_VERSION")
     assert horovod == shell_assignment(setup_env, "HOROVOD_VERSION") == metadata.version("horovod")
+    assert shell_assignment(JOBS_ENV_SCRIPT, "HOROVOD_EXTRAS") == shell_assignment(setup_env, "HOROVOD_EXTRAS")
     pins = requirement_pins(REPO / "requirements-jobs.txt")
     for package in ("pyspark", "tensorflow-cpu", "numpy", "pyarrow"):
         assert pins[package] == metadata.version(package), f"{package}: requirements-jobs.txt vs this env"

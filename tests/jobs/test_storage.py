@@ -1,5 +1,7 @@
-"""Storage: URI forms, the atomic commit protocol on local disk and S3, and Spark's s3a:// round trip."""
+"""Storage: URI forms, the atomic commit protocol on local disk and S3, and every S3A path the jobs use."""
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -64,3 +66,46 @@ def test_spark_reads_and_writes_s3a_on_the_s3_server(spark, s3_bucket):
     spark.range(100).write.mode("overwrite").parquet(uri)
     assert spark.read.parquet(uri).agg({"id": "sum"}).first()[0] == sum(range(100))
     assert any(f.endswith(".parquet") for f in storage.list_files(s3_bucket + "/parquet/numbers"))
+
+
+def test_every_s3a_path_the_jobs_use_works_with_the_installed_jars(spark, s3_bucket):
+    """hadoop-aws 3.3.1 + aws-java-sdk-bundle 1.11.901 beside pyspark's Hadoop 3.3.4 client (README "Security":
+    why 3.3.1 stays): Spark's write into an attempt prefix (FileOutputCommitter renames = S3 copy + delete), the
+    project's rename-free commit, a read of the committed attempt, and S3A's multipart upload."""
+    import boto3
+
+    jvm = spark.sparkContext._jvm
+    assert jvm.org.apache.hadoop.util.VersionInfo.getVersion() == "3.3.4"
+    s3a_jar = jvm.java.lang.Class.forName("org.apache.hadoop.fs.s3a.S3AFileSystem").getProtectionDomain() \
+        .getCodeSource().getLocation().getPath()
+    assert s3a_jar.endswith("hadoop-aws-3.3.1.jar"), s3a_jar
+
+    out = f"{s3_bucket}/s3a-paths"
+    attempt = storage.new_attempt_uri(out)
+    # S3A's smallest part size (the bucket is new, so its file system instance is created with this setting).
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop_conf.set("fs.s3a.multipart.size", "5M")
+    try:
+        spark.range(1_500_000).coalesce(1).write.option("compression", "none").parquet(
+            storage.spark_uri(f"{attempt}/numbers"))
+        # 12 MiB through S3A's output stream straight to its key (task files are renamed, which re-copies them).
+        target = jvm.org.apache.hadoop.fs.Path(storage.spark_uri(f"{attempt}/multipart.bin"))
+        stream = target.getFileSystem(hadoop_conf).create(target, True)
+        for index in range(12):
+            stream.write(bytearray(bytes([index]) * 2**20))
+        stream.close()
+    finally:
+        hadoop_conf.unset("fs.s3a.multipart.size")
+    manifest = storage.commit(out, attempt, {"rows": 1_500_000})
+    assert not any("_temporary" in name for name in manifest["files"])   # the committer's renames finished
+
+    committed = storage.committed_uri(out)
+    numbers = spark.read.parquet(storage.spark_uri(f"{committed}/numbers"))
+    assert numbers.agg({"id": "sum"}).first()[0] == sum(range(1_500_000))
+    bucket, _, prefix = committed.removeprefix("s3://").partition("/")
+    head = boto3.client("s3", endpoint_url=storage.s3_endpoint()).head_object(Bucket=bucket,
+                                                                             Key=f"{prefix}/multipart.bin")
+    assert head["ContentLength"] == 12 * 2**20
+    # A multipart object's ETag is "<md5 of the part md5s>-<number of parts>": 12 MiB in 5 MiB parts is 3.
+    assert re.fullmatch(r'"[0-9a-f]{32}-3"', head["ETag"]), head["ETag"]
+    assert storage.read_bytes(f"{committed}/multipart.bin")[::2**20] == bytes(range(12))
