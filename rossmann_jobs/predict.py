@@ -39,7 +39,7 @@ from rossmann_jobs.forecast.submission import (check_accounting, check_forecast_
                                                check_submission_ids, check_unique_test_ids, csv_bytes)
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
 from rossmann_jobs.prepare import read_text_csv
-from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
+from rossmann_jobs.spark_session import run_job, stage_progress, timed
 
 log = logging.getLogger("rossmann.predict")
 
@@ -255,16 +255,8 @@ def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *,
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    spark = build_spark_session("rossmann-predict")
-    try:
-        run(spark, args.model, args.features, args.out, raw_uri=args.raw)
-    except (ForecastInputError, storage.OutputNotCommittedError) as error:
-        # Known input problems: one line that says what to fix, exit 2 (as prepare and train); nothing committed.
-        log.error("predict failed: %s", " ".join(str(error).splitlines()))
-        return 2
-    finally:
-        spark.stop()
-    return 0
+    return run_job("predict", lambda spark: run(spark, args.model, args.features, args.out, raw_uri=args.raw),
+                   (ForecastInputError, storage.OutputNotCommittedError))
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRA
 from rossmann_jobs.features.spec import METADATA_FILE, REJECTED_DIR, STORE_ID_COL
 from rossmann_jobs.features.validate import (AccountingError, FileDigest, RawInputError, check_accounting,
                                              check_reject_fraction, examples_by_problem, parse_columns, parse_header)
-from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
+from rossmann_jobs.spark_session import run_job, stage_progress, timed
 
 log = logging.getLogger("rossmann.prepare")
 
@@ -308,17 +308,13 @@ def check_rows(input_rows: dict[str, int], outcomes: dict[str, dict[str, int]],
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    spark = build_spark_session("rossmann-prepare")
-    try:
+
+    def job(spark) -> None:
         with stage_progress(spark), timed("prepare"):
             run_prepare(spark, args.raw, args.out, args.as_of, args.sample_rate, args.seed, args.num_shards,
                         args.max_reject_fraction, args.point_in_time)
-    except (RawInputError, AccountingError) as error:
-        log.error("prepare failed: %s", error)
-        return 2
-    finally:
-        spark.stop()
-    return 0
+
+    return run_job("prepare", job, (RawInputError, AccountingError))
 
 
 if __name__ == "__main__":

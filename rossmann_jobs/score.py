@@ -28,7 +28,7 @@ from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST
 from rossmann_jobs.forecast.score_records import ScoringInputError
 from rossmann_jobs.prepare import read_text_csv
-from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
+from rossmann_jobs.spark_session import run_job, stage_progress, timed
 
 log = logging.getLogger("rossmann.score")
 
@@ -125,15 +125,8 @@ def run(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_uri: st
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    spark = build_spark_session("rossmann-score")
-    try:
-        run(spark, args.raw, args.as_of, args.forecasts, args.out)
-    except ScoringInputError as error:
-        log.error("score failed: %s", " ".join(str(error).splitlines()))
-        return 2
-    finally:
-        spark.stop()
-    return 0
+    return run_job("score", lambda spark: run(spark, args.raw, args.as_of, args.forecasts, args.out),
+                   (ScoringInputError,))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 import time
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from rossmann_jobs.storage import s3_endpoint
 
@@ -140,3 +140,27 @@ def timed(step: str, timings: dict[str, float] | None = None) -> Iterator[None]:
         if timings is not None:
             timings[step] = round(seconds, 3)
         log.info("%s: finished in %.1f s", step, seconds)
+
+
+# The jobs' exit status for a known input or feature error: a re-run of the same task cannot fix it, so the
+# operator (plugins/rossmann/spark_submit.py) fails the task without retries, citing the "<job> failed:" line.
+BAD_INPUT_EXIT_CODE = 2
+
+
+def run_job(name: str, job: Callable[[Any], None], known_errors: tuple[type[BaseException], ...]) -> int:
+    """The shell of every job's main(): one session, always stopped; a known error becomes one
+    "<name> failed: <reason>" line and exit status 2. Anything else propagates (exit 1: retryable)."""
+    spark = build_spark_session(f"rossmann-{name}")
+    failure: BaseException | None = None
+    try:
+        job(spark)
+    except known_errors as error:
+        failure = error
+    finally:
+        spark.stop()
+    if failure is None:
+        return 0
+    # Logged after spark.stop()'s own lines, so it is among the last lines of spark-submit's output: the operator
+    # reads the failure reason from there.
+    log.error("%s failed: %s", name, " ".join(str(failure).splitlines()))
+    return BAD_INPUT_EXIT_CODE

@@ -24,7 +24,8 @@ S3_SDK_RETRIES = 8
 S3_RETRY_BUDGET_ENV, DEFAULT_S3_RETRY_BUDGET_S = "ROSSMANN_S3_RETRY_BUDGET_S", 60.0
 MAX_RETRY_DELAY_S = 8.0
 TRANSIENT_S3_ERRORS = ("NETWORK_CONNECTION", "curlCode", "SERVICE_UNAVAILABLE", "SLOW_DOWN", "INTERNAL_FAILURE",
-                       "REQUEST_TIMEOUT", "THROTTLING", "Connection reset", "Couldn't connect")
+                       "REQUEST_TIMEOUT", "THROTTLING", "Connection reset", "Couldn't connect",
+                       "Could not connect")   # curl's wording in pyarrow 10 and in pyarrow 25
 
 
 class OutputNotCommittedError(RuntimeError):

@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 from rossmann_jobs import storage
-from rossmann_jobs.spark_session import build_spark_session, stage_progress, timed
+from rossmann_jobs.spark_session import run_job, stage_progress, timed
 from rossmann_jobs.training import checkpoint, report
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
 from rossmann_jobs.training.gate_scores import gate_scores
@@ -186,67 +186,64 @@ def write_metrics(attempt: str, summary: dict[str, Any], params: TrainParams, nu
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    spark = build_spark_session("rossmann-train")
+    return run_job("train", lambda spark: run(spark, args), (FeatureDataError, storage.OutputNotCommittedError))
+
+
+def run(spark, args: argparse.Namespace) -> None:
+    """Scan the features, train with Horovod, score the gate's numbers and commit the model with its metrics."""
     timings: dict[str, float] = {}
-    try:
-        with timed("scan features", timings):
-            features = load_feature_set(args.features)
-            train_units = scan_files(features.train_files, features.vocab_sizes)
-            validation_units = scan_files(features.validation_files, features.vocab_sizes)
-        if not any(unit.rows for unit in validation_units):
-            raise FeatureDataError(f"{features.attempt_uri}: the validation set is empty; early stopping and "
-                                   "best-model selection need it. Re-run prepare with a validation window.")
-        num_proc = resolve_num_proc(args.num_proc, spark, len(features.train_files))
-        params = params_from_args(args)
-        checkpoints = checkpoint.checkpoint_root(args.out)
-        if not args.resume and storage.exists(checkpoints):
-            log.info("--no-resume: removing old checkpoints under %s", checkpoints)
-            storage.delete_prefix(checkpoints)
-        kill_after = os.environ.get(KILL_AFTER_EPOCH_ENV)
-        with timed("train statistics", timings):
-            start = train_statistics(spark, features.train_files)
-        warm_start, params, warm_start_facts = warm_start_plan(args, features, params)
-        config = WorkerConfig(train_units=train_units, validation_units=validation_units,
-                              vocab_sizes=features.vocab_sizes, max_sales=features.max_sales,
-                              params=params.to_dict(), checkpoint_root=checkpoints,
-                              features_attempt=features.attempt_uri, resume=args.resume,
-                              kill_after_epoch=int(kill_after) if kill_after else None,
-                              start=start, warm_start=warm_start)
-        log.info("training on %s (%d train files, %d rows) with %d Horovod processes, %d epochs, batch %d/rank",
-                 features.attempt_uri, len(features.train_files), sum(u.rows for u in train_units), num_proc,
-                 params.epochs, params.batch_size)
-        with stage_progress(spark, interval_s=60), timed("horovod training", timings):
-            try:
-                results = run_horovod(config, num_proc)
-            except Exception:
-                pointer = checkpoint.read_pointer(checkpoints)
-                kept = (f"the checkpoint after epoch {pointer['epoch']} under {checkpoints} is kept; a re-run "
-                        "resumes from it" if pointer else "no checkpoint was written yet")
-                log.error("Horovod training failed: %s", kept)
-                raise
-        summary = results[0]
-        for shard in summary["ranks"]:
-            log.info("rank %d trained on %d rows from %d files in Spark executor dir %s (host %s)", shard["rank"],
-                     shard["train_rows"], len(shard["train_files"]), shard["executor_dir"], shard["host"])
-        attempt = storage.new_attempt_uri(args.out)
-        with timed("write model", timings):
-            model_file = write_model(attempt, features, summary, params)
-        with stage_progress(spark, interval_s=60), timed("gate scores", timings):
-            scores = gate_scores(spark, features, model_file, args.champion_model)
-        write_metrics(attempt, summary, params, num_proc, timings, scores, warm_start_facts)
-        storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
-                                           "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
-                                           "horovod_size": summary["horovod_size"],
-                                           "epochs_run": len(summary["history"]), "gate_scores": scores,
-                                           "warm_started": bool(summary.get("warm_started"))})
-        log.info("committed %s: best epoch %s, val exp_rmspe %.5f", attempt, summary["best_epoch"],
-                 summary["best_val_exp_rmspe"])
-    except (FeatureDataError, storage.OutputNotCommittedError) as error:
-        log.error("train failed: %s", error)
-        return 2
-    finally:
-        spark.stop()
-    return 0
+    with timed("scan features", timings):
+        features = load_feature_set(args.features)
+        train_units = scan_files(features.train_files, features.vocab_sizes)
+        validation_units = scan_files(features.validation_files, features.vocab_sizes)
+    if not any(unit.rows for unit in validation_units):
+        raise FeatureDataError(f"{features.attempt_uri}: the validation set is empty; early stopping and "
+                               "best-model selection need it. Re-run prepare with a validation window.")
+    num_proc = resolve_num_proc(args.num_proc, spark, len(features.train_files))
+    params = params_from_args(args)
+    checkpoints = checkpoint.checkpoint_root(args.out)
+    if not args.resume and storage.exists(checkpoints):
+        log.info("--no-resume: removing old checkpoints under %s", checkpoints)
+        storage.delete_prefix(checkpoints)
+    kill_after = os.environ.get(KILL_AFTER_EPOCH_ENV)
+    with timed("train statistics", timings):
+        start = train_statistics(spark, features.train_files)
+    warm_start, params, warm_start_facts = warm_start_plan(args, features, params)
+    config = WorkerConfig(train_units=train_units, validation_units=validation_units,
+                          vocab_sizes=features.vocab_sizes, max_sales=features.max_sales,
+                          params=params.to_dict(), checkpoint_root=checkpoints,
+                          features_attempt=features.attempt_uri, resume=args.resume,
+                          kill_after_epoch=int(kill_after) if kill_after else None,
+                          start=start, warm_start=warm_start)
+    log.info("training on %s (%d train files, %d rows) with %d Horovod processes, %d epochs, batch %d/rank",
+             features.attempt_uri, len(features.train_files), sum(u.rows for u in train_units), num_proc,
+             params.epochs, params.batch_size)
+    with stage_progress(spark, interval_s=60), timed("horovod training", timings):
+        try:
+            results = run_horovod(config, num_proc)
+        except Exception:
+            pointer = checkpoint.read_pointer(checkpoints)
+            kept = (f"the checkpoint after epoch {pointer['epoch']} under {checkpoints} is kept; a re-run "
+                    "resumes from it" if pointer else "no checkpoint was written yet")
+            log.error("Horovod training failed: %s", kept)
+            raise
+    summary = results[0]
+    for shard in summary["ranks"]:
+        log.info("rank %d trained on %d rows from %d files in Spark executor dir %s (host %s)", shard["rank"],
+                 shard["train_rows"], len(shard["train_files"]), shard["executor_dir"], shard["host"])
+    attempt = storage.new_attempt_uri(args.out)
+    with timed("write model", timings):
+        model_file = write_model(attempt, features, summary, params)
+    with stage_progress(spark, interval_s=60), timed("gate scores", timings):
+        scores = gate_scores(spark, features, model_file, args.champion_model)
+    write_metrics(attempt, summary, params, num_proc, timings, scores, warm_start_facts)
+    storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
+                                       "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
+                                       "horovod_size": summary["horovod_size"],
+                                       "epochs_run": len(summary["history"]), "gate_scores": scores,
+                                       "warm_started": bool(summary.get("warm_started"))})
+    log.info("committed %s: best epoch %s, val exp_rmspe %.5f", attempt, summary["best_epoch"],
+             summary["best_val_exp_rmspe"])
 
 
 if __name__ == "__main__":

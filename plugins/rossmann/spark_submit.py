@@ -6,15 +6,35 @@ process, which spark-submit inherits; rossmann_jobs.spark_session.s3a_conf() map
 job and Spark redacts *.secret.key. A connection without keys (IAM roles, instance profiles) sets nothing.
 Extra Spark settings for every job (e.g. spark.pyspark.python) come from the Spark connection's extra
 `spark_conf` object, so clusters differ only in connections.
+
+A job that exits with status 2 (a known input or feature error, rossmann_jobs.spark_session.run_job) fails the task
+at once with its "<job> failed: <reason>" line: a retry would read the same input and fail the same way.
 """
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 SPARK_CONF_EXTRA = "spark_conf"
+# The jobs' side of this contract is rossmann_jobs.spark_session (BAD_INPUT_EXIT_CODE, run_job's last log line).
+BAD_INPUT_EXIT_CODE = 2
+_EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
+_JOB_FAILURE_LINE = re.compile(r"\b(?:prepare|train|predict|score) failed: .*")
+
+
+def bad_input_reason(submit_error: str) -> str | None:
+    """The job's "<job> failed: ..." line when spark-submit ended with the bad-input status, else None.
+
+    SparkSubmitHook's error holds the exit status and the last lines of spark-submit's output, where run_job logs
+    the reason after stopping Spark."""
+    status = _EXIT_CODE.search(submit_error)
+    if not status or int(status[1]) != BAD_INPUT_EXIT_CODE:
+        return None
+    lines = _JOB_FAILURE_LINE.findall(submit_error)
+    return lines[-1].strip() if lines else f"exit status {BAD_INPUT_EXIT_CODE} (bad input); the task log says why"
 
 
 def aws_environment(aws_conn_id: str | None) -> dict[str, str]:
@@ -54,4 +74,13 @@ class RossmannSparkSubmitOperator(SparkSubmitOperator):
         os.environ.update(aws_env)
         self.log.info("S3 settings from connection %r passed to spark-submit via the environment: %s",
                       self.aws_conn_id, sorted(aws_env) or "none (default AWS credential chain)")
-        return super().execute(context)
+        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+        try:
+            return super().execute(context)
+        except AirflowException as error:
+            reason = bad_input_reason(str(error))
+            if reason is None:
+                raise
+            raise AirflowFailException(f"{reason} (bad input: not retried; fix the input and clear the task)") \
+                from None

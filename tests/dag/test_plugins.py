@@ -8,7 +8,7 @@ import pytest
 from rossmann.outputs import train_summary
 from rossmann.publication import replaces_latest
 from rossmann.sensors import poke_interval_for
-from rossmann.spark_submit import aws_environment
+from rossmann.spark_submit import aws_environment, bad_input_reason
 from rossmann.uris import champion_record_uri, pinned_model_uri, plan_run_uris, record_as_of, run_key
 
 
@@ -102,3 +102,21 @@ def test_aws_environment_sets_nothing_for_role_based_connections(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_TEST_ROLE", json.dumps({"conn_type": "aws", "extra": {}}))
     assert aws_environment("test_role") == {}
     assert aws_environment(None) == {}
+
+
+SUBMIT_ERROR = ("Cannot execute: spark-submit --master local[2] rossmann_jobs/prepare.py. Error code is: {code}.\n"
+                "Last spark-submit output:\n"
+                "26/11/24 02:16:59 INFO SparkContext: Successfully stopped SparkContext\n"
+                "2026-11-24 02:17:00,001 ERROR [rossmann] prepare failed: s3://b/raw/2015-05-02/store_states.csv: "
+                "wrong delimiter: 3 of 3 lines have semicolons\n"
+                "26/11/24 02:17:00 INFO ShutdownHookManager: Shutdown hook called")
+
+
+def test_bad_input_reason_is_the_jobs_failure_line_only_for_exit_status_2():
+    assert bad_input_reason(SUBMIT_ERROR.format(code=2)) == (
+        "prepare failed: s3://b/raw/2015-05-02/store_states.csv: wrong delimiter: 3 of 3 lines have semicolons")
+    # Any other status (a crash, an OOM, a lost executor) keeps the retry policy.
+    assert bad_input_reason(SUBMIT_ERROR.format(code=1)) is None
+    assert bad_input_reason(SUBMIT_ERROR.format(code=137)) is None
+    # Status 2 without the line (cut off by a huge stack trace) still fails fast, pointing at the log.
+    assert "exit status 2" in bad_input_reason("Cannot execute: spark-submit x. Error code is: 2.")

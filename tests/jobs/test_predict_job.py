@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pyspark
-from rossmann_jobs import predict, storage
+from rossmann_jobs import predict, spark_session, storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.inputs import ForecastInputError
@@ -270,11 +270,11 @@ def test_raw_test_id_missing_from_the_prepared_split_fails_with_exit_2(inputs, s
     assert f"e.g. Ids ['{lost}']" in message and f"{storage.committed_uri(features_uri)}/rejected/" in message
     assert not storage.exists(storage.join(out_uri, storage.MANIFEST_NAME))
 
-    monkeypatch.setattr(predict, "build_spark_session", lambda name: _KeepOpen(spark))
-    caplog.set_level("ERROR", logger="rossmann.predict")
+    monkeypatch.setattr(spark_session, "build_spark_session", lambda name: _KeepOpen(spark))
+    caplog.set_level("ERROR", logger="rossmann")
     argv = ["--model", inputs.model_uri, "--features", features_uri, "--raw", raw_uri, "--out", out_uri]
     assert predict.main(argv) == 2
-    [line] = [r.getMessage() for r in caplog.records if r.name == "rossmann.predict" and r.levelname == "ERROR"]
+    [line] = [r.getMessage() for r in caplog.records if r.name == "rossmann" and r.levelname == "ERROR"]
     assert "\n" not in line and line.startswith("predict failed: ") and f"['{lost}']" in line
     assert not storage.exists(storage.join(out_uri, storage.MANIFEST_NAME))
 

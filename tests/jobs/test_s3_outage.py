@@ -1,6 +1,7 @@
 """S3 outages: a job rides out a short one with logged retries, and fails clearly, in bounded time, on a long one."""
 from __future__ import annotations
 
+import re
 import time
 from datetime import date
 from urllib.parse import urlparse
@@ -56,7 +57,7 @@ def test_a_short_outage_is_ridden_out_with_logged_retries(raw_drop, s3_bucket, p
     assert proxy.refused_for_s() >= 10.0 + spark_phase_outage_s - 0.5
     retries = [line for line in job.output.splitlines() if "retrying in" in line and "S3 stat" in line]
     assert retries, job.output[-4000:]
-    assert "Couldn't connect to server" in retries[0]
+    assert re.search(r"Could(n't| not) connect to server", retries[0]), retries[0]   # pyarrow 10 / 25 wording
     metadata = storage.read_json(storage.join(storage.committed_uri(out), METADATA_FILE))
     assert metadata["row_counts"]["rejected"] == 0
     assert metadata["row_counts"]["train"] > 0 and metadata["row_counts"]["test"] > 0

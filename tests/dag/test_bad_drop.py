@@ -1,0 +1,30 @@
+"""A drop with a broken file fails prepare once, with the job's own reason as the task's failure: bad input is
+deterministic, so the operator does not retry it (exit status 2 -> AirflowFailException)."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BAD_DROP_DATE = "2015-05-02"
+
+
+def test_bad_drop_fails_prepare_once_with_a_reason_that_names_the_file(dag_test_stack):
+    stack = dag_test_stack
+    stack.land(BAD_DROP_DATE, BAD_DROP_DATE)
+    key = f"raw/{BAD_DROP_DATE}/store_states.csv"
+    text = stack.read_bytes(f"s3://{stack.bucket}/{key}").decode()
+    stack.s3().put_object(Bucket=stack.bucket, Key=key, Body=text.replace(",", ";").encode())
+
+    result = stack.dags_test(BAD_DROP_DATE, {}, timeout_s=900)
+    summary = stack.run_summary(BAD_DROP_DATE)
+    tasks = summary["tasks"]
+    assert "failed" in summary["state"]
+    assert "failed" in tasks["prepare_features"]["state"]
+    assert tasks["prepare_features"]["try_number"] == 1, "bad input must not be retried"
+    assert all("upstream_failed" in tasks[task]["state"] for task in ("train_model", "predict", "publish_forecast"))
+    output = result.stdout + result.stderr
+    reasons = [line for line in output.splitlines() if "(bad input: not retried" in line]
+    assert reasons, output[-6000:]
+    assert "prepare failed: " in reasons[0] and "store_states.csv: wrong delimiter" in reasons[0]
+    assert "up_for_retry" not in tasks["prepare_features"]["state"]
