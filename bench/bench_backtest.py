@@ -8,7 +8,7 @@ Each date's run trains on data up to its date, forecasts with a model trained on
 gate promotes it, else the champion as of that date), and its scoring task scores the earlier dates' forecasts
 against the actual sales in its own drop. Runs in a fresh embedded stack (its own moto server and SQLite Airflow
 home). Writes bench/out/backtest.json and prints one row per forecast (as-of date, model used and the as-of date it
-was trained on, days scored, model vs naive baseline exp-RMSPE) and the accuracy by lead day.
+was trained on, days scored, model vs naive baseline exp-RMSPE), the accuracy by lead day and each task's wall time.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,20 @@ def run_summary(env: dict[str, str], day: str) -> dict:
                              "--logical-date", day, "--json"], env=env, cwd=REPO, capture_output=True, text=True,
                             check=True)
     return json.loads(result.stdout)
+
+
+def task_wall_times(dags_test_output: str) -> dict[str, float]:
+    """Seconds from each task's `[DAG TEST] starting` to its `end task` line (the last try's, for retried tasks)."""
+    started: dict[str, datetime] = {}
+    walls: dict[str, float] = {}
+    for match in re.finditer(r"^(\S+Z) .*?\[DAG TEST\] (starting|end task) task_id=(\w+)", dags_test_output,
+                             re.MULTILINE):
+        at = datetime.fromisoformat(match[1].replace("Z", "+00:00"))
+        if match[2] == "starting":
+            started[match[3]] = at
+        elif match[3] in started:
+            walls[match[3]] = round((at - started[match[3]]).total_seconds(), 1)
+    return walls
 
 
 def s3_json(env: dict[str, str], uri: str):
@@ -88,7 +103,8 @@ def main() -> None:
             if "success" not in summary["state"]:
                 sys.exit(f"run {day} ended {summary['state']}: {summary['tasks']}\n{result.stdout[-4000:]}")
             xcom = summary["xcom"]
-            runs[day] = {"wall_s": round(time.perf_counter() - started, 1), "gate": xcom["quality_gate"],
+            runs[day] = {"wall_s": round(time.perf_counter() - started, 1),
+                         "task_wall_s": task_wall_times(result.stdout), "gate": xcom["quality_gate"],
                          "forecast": xcom["publish_forecast"], "scores": xcom.get("publish_scores")}
             gate = xcom["quality_gate"]
             print(f"{day}: {'promoted' if gate['promoted'] else 'kept the champion'} "
@@ -126,6 +142,10 @@ def main() -> None:
             model = (sum(p[0] * p[1] ** 2 for p in parts) / rows) ** 0.5
             baseline = (sum(p[0] * p[2] ** 2 for p in parts) / rows) ** 0.5
             print(f"| {lead} | {rows} | {model:.4f} | {baseline:.4f} |")
+    tasks = sorted({task for run in runs.values() for task in run["task_wall_s"]})
+    print("\n| task | " + " | ".join(runs) + " |\n|---|" + "---:|" * len(runs))
+    for task in tasks:
+        print(f"| {task} | " + " | ".join(str(run["task_wall_s"].get(task, "")) for run in runs.values()) + " |")
     overall = scores["overall"]
     print(f"\npooled over {overall['forecasts_scored']} scored forecasts, {overall['rows']} rows: model "
           f"{overall[MODEL]}, baseline {overall[BASELINE]}")
