@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import accounting, encode, point_in_time, split
+from rossmann_jobs.features.drop_manifest import DROP_MARKER, mismatches, parse_manifest
 from rossmann_jobs.features.pipeline import (VOCABULARY_ROW, classify_lookups, classify_sales, horizon_row,
                                              quarantined_rows, sales_features, sales_rows)
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRAIN, RawFile
@@ -88,6 +89,26 @@ def inspect_raw_files(raw_uri: str) -> dict[str, dict[str, Any]]:
     if empty:
         raise RawInputError(f"{', '.join(empty)}: the file has a header but no data rows ({raw_uri}).")
     return inspected
+
+
+def verify_drop(raw_uri: str, inspected: dict[str, dict[str, Any]]) -> bool:
+    """Each raw file against the drop's _SUCCESS manifest; False (logged) when the marker is empty or absent."""
+    marker_uri = storage.join(raw_uri, DROP_MARKER)
+    marker = storage.read_bytes(marker_uri) if storage.exists(marker_uri) else b""
+    try:
+        manifest = parse_manifest(marker, marker_uri)
+    except ValueError as error:
+        raise RawInputError(str(error)) from None
+    if manifest is None:
+        log.warning("%s is empty or absent: the raw files are not verified against a manifest", marker_uri)
+        return False
+    problems = mismatches(manifest, inspected)
+    if problems:
+        raise RawInputError(f"{raw_uri}: the files are not the ones the drop's {DROP_MARKER} manifest lists, so a "
+                            f"copy was cut short or a file changed after the drop closed: {'; '.join(problems)}. "
+                            "Land the drop again, then clear the task.")
+    log.info("all %d raw files match the drop's manifest %s", len(inspected), marker_uri)
+    return True
 
 
 def _inspect(uri: str, raw_file: RawFile) -> dict[str, Any]:
@@ -208,6 +229,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
     timings: dict[str, float] = {}
     with timed("inspect raw files (presence, header, sha256, rows)", timings):
         inputs = inspect_raw_files(raw)
+        verified = verify_drop(raw, inputs)
     input_rows = {name: facts["rows"] for name, facts in inputs.items()}
     log.info("input rows: %s", input_rows)
 
@@ -276,6 +298,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         "point_in_time": point_in_time.describe(point_in_time_mode),
         "input_checksums": {name: {"sha256": facts["sha256"], "bytes": facts["bytes"]}
                             for name, facts in inputs.items()},
+        "drop_verified": verified,   # the checksums above matched the drop's _SUCCESS manifest
         "raw": raw,
         "num_shards": num_shards,
         "shards": shards,

@@ -1,5 +1,5 @@
-"""Command line: `generate` writes the 7 files (+ truth beside them); `land` writes dated drops with _SUCCESS last;
-`score` scores a forecast against the generator's truth."""
+"""Command line: `generate` writes the 7 files (+ truth beside them); `land` writes dated drops, each closed by its
+_SUCCESS manifest; `score` scores a forecast against the generator's truth."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +10,7 @@ import sys
 from typing import Sequence
 
 from rossmann_jobs import storage
+from rossmann_jobs.features.drop_manifest import DROP_MARKER, manifest_bytes
 from rossmann_jobs.spark_session import configure_logging, timed
 from rossmann_jobs.synth.dataset import (DEFAULT_SEED, DEFAULT_SIGMA, DEFAULT_STORES, RAW_FILES, SynthConfig,
                                          SynthDataset, build_dataset)
@@ -17,7 +18,6 @@ from rossmann_jobs.synth.drops import DailyDrops, check_drop_date
 
 log = logging.getLogger("rossmann.synth")
 
-DROP_MARKER = "_SUCCESS"
 TRUTH_SUFFIX = ".truth.json"
 EXPECTED_SUFFIX = ".expected.parquet"
 
@@ -102,9 +102,12 @@ def land(out_uri: str, from_date: dt.date, to_date: dt.date, config: SynthConfig
                 dataset = build_dataset(config)
             write_truth(dataset, truth_uri)
             drops = DailyDrops(dataset)
+        files = dataset.files if full_snapshot else drops.files_on(day)
         with timed(f"synth: write drop {drop}"):
-            write_named_files(dataset.files if full_snapshot else drops.files_on(day), drop)
-        storage.write_bytes(storage.join(drop, DROP_MARKER), b"")
+            write_named_files(files, drop)
+        # Last, and listing what was written, so prepare can tell a complete drop from a cut-short copy.
+        marker = manifest_bytes({name: files[name] for name in RAW_FILES})
+        storage.write_bytes(storage.join(drop, DROP_MARKER), marker)
         log.info("drop %s landed", drop)
         landed.append(drop)
     return landed

@@ -10,6 +10,7 @@ import pytest
 
 from fixtures.tiny_drop import csv_text, tiny_drop, write_drop
 from rossmann_jobs import storage
+from rossmann_jobs.features.drop_manifest import manifest_bytes, parse_manifest
 from rossmann_jobs.features.validate import RawInputError
 
 AS_OF = date(2015, 7, 31)
@@ -319,3 +320,44 @@ def test_many_row_problems_are_quarantined_with_reasons_and_every_row_is_account
         assert sum(files[name].values()) == len(rows), name
         assert files[name].get("quarantined", 0) == sum(n for k, n in expected.items() if k[0] == name), name
     assert metadata["row_counts"]["rejected"] == len(rejected)
+
+
+# --- the drop's _SUCCESS manifest -------------------------------------------------------------------------------
+
+def landed_drop(tmp_path, files) -> tuple[str, dict[str, bytes]]:
+    """A drop closed by its manifest, as `rossmann_jobs.synth land` writes it; returns the folder and the bytes."""
+    raw = write_drop(str(tmp_path / "raw"), files)
+    contents = {name: (tmp_path / "raw" / name).read_bytes() for name in files}
+    (tmp_path / "raw" / "_SUCCESS").write_bytes(manifest_bytes(contents))
+    return raw, contents
+
+
+def test_a_drop_cut_short_mid_row_fails_against_its_manifest_naming_the_file(spark, tmp_path, drop):
+    from rossmann_jobs.prepare import run_prepare
+
+    raw, contents = landed_drop(tmp_path, drop)
+    whole = contents["train.csv"]
+    (tmp_path / "raw" / "train.csv").write_bytes(whole[:len(whole) // 2])   # a copy that stopped half-way, mid-row
+    assert not whole[:len(whole) // 2].endswith(b"\n")
+    with pytest.raises(RawInputError, match=rf"train.csv: {len(whole) // 2:,} bytes .*but the manifest lists "
+                                            rf"{len(whole):,} bytes.*Land the drop again") as error:
+        run_prepare(spark, raw, str(tmp_path / "out"), AS_OF, num_shards=2)
+    assert "store.csv" not in str(error.value)   # only the damaged file is named
+    assert not storage.exists(str(tmp_path / "out" / "_SUCCESS"))
+
+
+def test_a_drop_that_matches_its_manifest_is_recorded_as_verified(spark, tmp_path, drop):
+    from rossmann_jobs.prepare import run_prepare
+
+    raw, _ = landed_drop(tmp_path, drop)
+    assert run_prepare(spark, raw, str(tmp_path / "out"), AS_OF, num_shards=2)["drop_verified"] is True
+    (tmp_path / "raw" / "_SUCCESS").write_bytes(b"")   # Hadoop's own empty marker: accepted, unverified
+    assert run_prepare(spark, raw, str(tmp_path / "out2"), AS_OF, num_shards=2)["drop_verified"] is False
+
+
+def test_a_marker_that_is_neither_empty_nor_a_manifest_is_refused(tmp_path):
+    assert parse_manifest(b" \n", "m") is None
+    with pytest.raises(ValueError, match=r"raw/_SUCCESS: the drop marker is neither empty nor a rossmann-drop/1"):
+        parse_manifest(b"done", "raw/_SUCCESS")
+    with pytest.raises(ValueError, match="format 'other/2'"):
+        parse_manifest(json.dumps({"format": "other/2", "files": {}}).encode(), "raw/_SUCCESS")

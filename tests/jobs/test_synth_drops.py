@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from rossmann_jobs import storage
+from rossmann_jobs.features.drop_manifest import manifest_bytes
 from rossmann_jobs.synth import HORIZON_DAYS, RAW_FILES, DailyDrops, cli
 from rossmann_jobs.synth.dataset import SynthConfig, build_dataset
 
@@ -196,8 +197,9 @@ def test_land_writes_daily_drops_marker_last_and_is_idempotent(s3_bucket, monkey
         drop_writes = [w for w in writes if w.startswith(drop + "/")]
         assert sorted(w.rsplit("/", 1)[1] for w in drop_writes) == sorted([*RAW_FILES, "_SUCCESS"])
         assert drop_writes[-1] == f"{drop}/_SUCCESS"
-        assert storage.read_bytes(f"{drop}/_SUCCESS") == b""
         expected = drops.files_on(dt.date.fromisoformat(drop.rsplit("/", 1)[1]))
+        # The marker is the manifest of exactly what was written.
+        assert storage.read_bytes(f"{drop}/_SUCCESS") == manifest_bytes({name: expected[name] for name in RAW_FILES})
         assert all(storage.read_bytes(f"{drop}/{name}") == expected[name] for name in RAW_FILES)
     assert storage.exists(f"{out}.truth.json")   # beside the landing folder; each drop holds just its 8 objects
 
