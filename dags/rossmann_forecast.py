@@ -47,6 +47,7 @@ from pathlib import Path
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
 from rossmann.sensors import RawDropSensor
+from rossmann.pools import SPARK_POOL
 from rossmann.spark_submit import RossmannSparkSubmitOperator
 
 BUCKET = os.environ.get("ROSSMANN_BUCKET", "rossmann")
@@ -113,7 +114,8 @@ def spark_job(task_id: str, job_file: str, application_args: list, **spark_setti
         conn_id="spark_default",
         aws_conn_id="aws_default",
         application_args=application_args,
-        # One spark-submit of each kind at a time: the jobs size themselves to the whole Spark master.
+        # One Spark job at a time across all runs (rossmann/pools.py), and one of each kind per DAG.
+        pool=SPARK_POOL,
         max_active_tis_per_dag=1,
         **spark_settings,
     )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Entry point of the Airflow image: `airflow <args>`. When AIRFLOW_ADMIN_PASSWORD is set (the api-server only), it
-# first writes SimpleAuthManager's password file for the user `admin` from it, readable by this user only, so no
-# password is baked into the image or generated at random inside a container.
+# Entry point of the Airflow image: `airflow <args>`, or `init` (database migration and the DAG's Spark pool).
+# When AIRFLOW_ADMIN_PASSWORD is set (the api-server only), it first writes SimpleAuthManager's password file for
+# the user `admin` from it, readable by this user only, so no password is baked into the image or generated at
+# random inside a container.
 set -euo pipefail
 
 if [[ -n "${AIRFLOW_ADMIN_PASSWORD:-}" ]]; then
@@ -11,5 +12,9 @@ if [[ -n "${AIRFLOW_ADMIN_PASSWORD:-}" ]]; then
 import json, os, sys
 with open(sys.argv[1], "w") as handle:
     json.dump({"admin": os.environ["AIRFLOW_ADMIN_PASSWORD"]}, handle)' "$passwords_file")
+fi
+if [[ "${1:-}" == "init" ]]; then   # the one-shot airflow-init service: database, then the DAG's Spark pool
+  airflow db migrate
+  exec env PYTHONPATH="$AIRFLOW__CORE__PLUGINS_FOLDER" "$(dirname "$(command -v airflow)")/python" -m rossmann.pools
 fi
 exec airflow "$@"

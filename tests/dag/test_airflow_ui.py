@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from rossmann.pools import SPARK_POOL
 from stack_helpers import DAG_ID, SCORING_TASKS, SMALL_RUN_CONF, embedded, start_stack
 
 pytestmark = pytest.mark.slow
@@ -207,6 +208,22 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
         driver.save_screenshot(str(tmp_path / "trigger_form.png"))
     finally:
         driver.quit()
+
+
+def test_spark_jobs_of_both_runs_queued_for_the_one_spark_pool(api, concurrent_runs):
+    """Both runs were active at once, yet no two spark-submit tasks overlapped: they share the one-slot pool that the
+    stack's set-up created, and at least one of them was ready (scheduled) while another held the slot."""
+    status, pool = api.call("GET", f"/api/v2/pools/{SPARK_POOL}")
+    assert status == 200 and pool["slots"] == 1, pool
+    spark = sorted((datetime.fromisoformat(ti["start_date"]), datetime.fromisoformat(ti["end_date"]),
+                    datetime.fromisoformat(ti["scheduled_when"]), f"{day} {task}")
+                   for day in (BACKFILL_DATE, RUN_DATE) for task, ti in concurrent_runs[day]["tasks"].items()
+                   if ti["pool"] == SPARK_POOL and ti["start_date"])
+    assert {name.split()[1] for *_, name in spark} >= {"prepare_features", "train_model", "predict"}
+    for (_, end, _, first), (start, _, _, second) in zip(spark, spark[1:]):
+        assert end <= start, f"{first} and {second} ran at once"
+    waited = [later for (_, end, _, _), (start, _, ready, later) in zip(spark, spark[1:]) if ready < end]
+    assert waited, spark
 
 
 def test_backfill_and_triggered_run_ran_at_once_without_interference(ui_stack, concurrent_runs):

@@ -101,6 +101,16 @@ def test_spark_tasks_use_connections_and_pass_uris_only(dag):
     assert prepare_args[prepare_args.index("--as-of") + 1] is not None  # bound to the plan's as_of (ds)
 
 
+def test_every_spark_task_and_only_those_share_the_spark_pool(dag):
+    from rossmann.pools import SPARK_POOL
+    from rossmann.spark_submit import RossmannSparkSubmitOperator
+
+    spark_tasks = {task.task_id for task in dag.tasks if isinstance(task, RossmannSparkSubmitOperator)}
+    assert spark_tasks == {"prepare_features", "train_model", "predict", "score_forecasts"}
+    assert {task.task_id for task in dag.tasks if task.pool == SPARK_POOL} == spark_tasks
+    assert all(dag.get_task(task_id).pool_slots == 1 for task_id in spark_tasks)
+
+
 def test_train_scores_the_champion_that_find_champion_resolved(dag):
     from airflow.sdk.definitions.xcom_arg import PlainXComArg
 

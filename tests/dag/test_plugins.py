@@ -6,6 +6,7 @@ from datetime import date
 
 import pytest
 from rossmann.outputs import train_summary
+from rossmann.pools import SPARK_POOL_SLOTS_ENV, spark_pool_slots
 from rossmann.publication import replaces_latest
 from rossmann.sensors import poke_interval_for
 from rossmann.spark_submit import aws_environment, bad_input_reason
@@ -120,3 +121,11 @@ def test_bad_input_reason_is_the_jobs_failure_line_only_for_exit_status_2():
     assert bad_input_reason(SUBMIT_ERROR.format(code=137)) is None
     # Status 2 without the line (cut off by a huge stack trace) still fails fast, pointing at the log.
     assert "exit status 2" in bad_input_reason("Cannot execute: spark-submit x. Error code is: 2.")
+
+
+def test_spark_pool_slots_default_to_one_and_refuse_nonsense():
+    assert spark_pool_slots({}) == 1
+    assert spark_pool_slots({SPARK_POOL_SLOTS_ENV: "3"}) == 3
+    for bad in ("0", "-1", "two", ""):
+        with pytest.raises(ValueError, match=SPARK_POOL_SLOTS_ENV):
+            spark_pool_slots({SPARK_POOL_SLOTS_ENV: bad})

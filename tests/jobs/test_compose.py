@@ -511,7 +511,7 @@ def test_airflow_components_share_one_database_and_api(services):
     components = airflow_services(services)
     commands = {spec["command"][0] for spec in components.values()}
     assert commands == {"db", "api-server", "scheduler", "dag-processor", "triggerer"}
-    assert services["airflow-init"]["command"] == ["db", "migrate"]
+    assert services["airflow-init"]["command"] == ["init"]
     shared = ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__FERNET_KEY",
               "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW_CONN_SPARK_DEFAULT", "AIRFLOW_CONN_AWS_DEFAULT")
     for key in shared:
