@@ -47,6 +47,7 @@ from pathlib import Path
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
 from rossmann.sensors import RawDropSensor
+from rossmann.alerts import task_failure_alert
 from rossmann.pools import SPARK_POOL
 from rossmann.spark_submit import RossmannSparkSubmitOperator
 
@@ -102,6 +103,8 @@ DEFAULT_ARGS = {
     "retry_exponential_backoff": 2.0,  # a multiplier in Airflow 3: 1-2, then 2-4 min (with jitter)
     "max_retry_delay": timedelta(minutes=15),
     "execution_timeout": timedelta(hours=3),
+    # A task that fails for good (not a retried try) posts to the rossmann_alerts connection, when there is one.
+    "on_failure_callback": [task_failure_alert()],
 }
 
 

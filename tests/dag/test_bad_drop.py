@@ -1,6 +1,11 @@
 """A drop with a broken file fails prepare once, with the job's own reason as the task's failure: bad input is
-deterministic, so the operator does not retry it (exit status 2 -> AirflowFailException)."""
+deterministic, so the operator does not retry it (exit status 2 -> AirflowFailException). The failure alert reaches a
+webhook sink through the rossmann_alerts connection."""
 from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -9,14 +14,36 @@ pytestmark = pytest.mark.slow
 BAD_DROP_DATE = "2015-05-02"
 
 
-def test_bad_drop_fails_prepare_once_with_a_reason_that_names_the_file(dag_test_stack):
+@pytest.fixture()
+def alert_sink():
+    """A local webhook endpoint; yields (connection JSON, the JSON bodies it received)."""
+    received: list[dict] = []
+
+    class Sink(BaseHTTPRequestHandler):
+        def do_POST(self):   # noqa: N802 (http.server's naming)
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    connection = {"conn_type": "http", "host": "127.0.0.1", "port": server.server_address[1], "schema": "http"}
+    yield json.dumps(connection), received
+    server.shutdown()
+
+
+def test_bad_drop_fails_prepare_once_with_a_reason_that_names_the_file(dag_test_stack, alert_sink):
     stack = dag_test_stack
+    connection, alerts = alert_sink
     stack.land(BAD_DROP_DATE, BAD_DROP_DATE)
     key = f"raw/{BAD_DROP_DATE}/store_states.csv"
     text = stack.read_bytes(f"s3://{stack.bucket}/{key}").decode()
     stack.s3().put_object(Bucket=stack.bucket, Key=key, Body=text.replace(",", ";").encode())
 
-    result = stack.dags_test(BAD_DROP_DATE, {}, timeout_s=900)
+    result = stack.dags_test(BAD_DROP_DATE, {}, timeout_s=900, extra_env={"AIRFLOW_CONN_ROSSMANN_ALERTS": connection})
     summary = stack.run_summary(BAD_DROP_DATE)
     tasks = summary["tasks"]
     assert "failed" in summary["state"]
@@ -28,3 +55,7 @@ def test_bad_drop_fails_prepare_once_with_a_reason_that_names_the_file(dag_test_
     assert reasons, output[-6000:]
     assert "prepare failed: " in reasons[0] and "store_states.csv: wrong delimiter" in reasons[0]
     assert "up_for_retry" not in tasks["prepare_features"]["state"]
+    # One alert, for the task that failed, carrying the same reason.
+    assert [alert["task_id"] for alert in alerts] == ["prepare_features"], alerts
+    assert alerts[0]["as_of"] == BAD_DROP_DATE and alerts[0]["try_number"] == "1"
+    assert "prepare failed: " in alerts[0]["reason"] and "store_states.csv: wrong delimiter" in alerts[0]["reason"]

@@ -111,6 +111,15 @@ def test_every_spark_task_and_only_those_share_the_spark_pool(dag):
     assert all(dag.get_task(task_id).pool_slots == 1 for task_id in spark_tasks)
 
 
+def test_every_task_alerts_on_its_final_failure_through_the_alerts_connection(dag):
+    from rossmann.alerts import ALERTS_CONN_ID, AlertWebhook
+
+    for task in dag.tasks:
+        notifiers = [callback for callback in task.on_failure_callback or [] if isinstance(callback, AlertWebhook)]
+        assert [notifier.http_conn_id for notifier in notifiers] == [ALERTS_CONN_ID], task.task_id
+        assert not task.on_retry_callback, "a retried try must not alert"
+
+
 def test_train_scores_the_champion_that_find_champion_resolved(dag):
     from airflow.sdk.definitions.xcom_arg import PlainXComArg
 

@@ -1,0 +1,45 @@
+"""Failure alerts: a task that fails for good posts one JSON message to the `rossmann_alerts` HTTP connection.
+
+The connection is any HTTP endpoint that takes a JSON POST (a Slack or Teams incoming webhook behind a small relay,
+Opsgenie, PagerDuty Events, an internal alert router): `AIRFLOW_CONN_ROSSMANN_ALERTS='{"conn_type": "http",
+"host": "alerts.internal", "schema": "https", "extra": {"Authorization": "Bearer ..."}}'`. Without the connection
+nothing is sent and the task log says so. Retries do not alert; only the last try's failure does.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.http.notifications.http import HttpNotifier
+
+ALERTS_CONN_ID = "rossmann_alerts"
+# Rendered with the failed task's context; `exception` is the failure reason (for a Spark job with bad input, the
+# job's own "<job> failed: ..." line).
+TASK_FAILED_MESSAGE = {
+    "alert": "rossmann_forecast task failed",
+    "dag_id": "{{ dag.dag_id }}",
+    "run_id": "{{ run_id }}",
+    "as_of": "{{ ds }}",
+    "task_id": "{{ ti.task_id }}",
+    "try_number": "{{ ti.try_number }}",
+    "reason": "{{ exception }}",
+    "log_url": "{{ ti.log_url }}",
+}
+
+
+class AlertWebhook(HttpNotifier):
+    """HttpNotifier that skips (and says so) when its connection is not configured, instead of failing."""
+
+    def notify(self, context: Any) -> None:
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            BaseHook.get_connection(self.http_conn_id)
+        except AirflowNotFoundException:
+            self.log.info("no %r connection: alert not sent (%s)", self.http_conn_id, self.json)
+            return
+        super().notify(context)
+
+
+def task_failure_alert() -> AlertWebhook:
+    return AlertWebhook(http_conn_id=ALERTS_CONN_ID, json=dict(TASK_FAILED_MESSAGE))
