@@ -130,3 +130,34 @@ def run_dag(stack: StackHandle, logical_date: str, conf: dict, extra_env: dict[s
     assert "success" in summary["state"] and sorted(summary["tasks"]) == sorted(TASKS), (
         f"run for {logical_date} ended {summary['state']}: {summary['tasks']}\n{result.stdout[-6000:]}")
     return {"summary": summary, "output": result.stdout + result.stderr}
+
+
+class AlertSink:
+    """A local webhook endpoint for the rossmann_alerts connection: it keeps the JSON bodies POSTed to it."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        received = self.received = []
+
+        class Sink(BaseHTTPRequestHandler):
+            def do_POST(self):   # noqa: N802 (http.server's naming)
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def connection_env(self) -> dict[str, str]:
+        connection = {"conn_type": "http", "host": "127.0.0.1", "port": self.server.server_address[1],
+                      "schema": "http"}
+        return {"AIRFLOW_CONN_ROSSMANN_ALERTS": json.dumps(connection)}
+
+    def stop(self) -> None:
+        self.server.shutdown()

@@ -12,13 +12,15 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from rossmann.alerts import FORECAST_DEADLINE_ENV
 from rossmann.pools import SPARK_POOL
-from stack_helpers import DAG_ID, SCORING_TASKS, SMALL_RUN_CONF, embedded, start_stack
+from stack_helpers import DAG_ID, SCORING_TASKS, SMALL_RUN_CONF, AlertSink, embedded, start_stack
 
 pytestmark = pytest.mark.slow
 
 RUN_DATE = "2015-07-30"        # triggered through the REST API
 BACKFILL_DATE = "2015-07-15"   # `airflow backfill create`, at the same time
+DEADLINE_S = 60
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
@@ -55,11 +57,20 @@ class Api:
 
 
 @pytest.fixture(scope="module")
-def ui_stack(tmp_path_factory, postgres_server):
+def alert_sink():
+    sink = AlertSink()
+    yield sink
+    sink.stop()
+
+
+@pytest.fixture(scope="module")
+def ui_stack(tmp_path_factory, postgres_server, alert_sink):
     """Its own moto server and Airflow home with the metadata in its own PostgreSQL database, as production runs
-    it: the scheduler, api-server, dag-processor and the backfill CLI write concurrently."""
+    it: the scheduler, api-server, dag-processor and the backfill CLI write concurrently. Alerts go to a local
+    webhook, and a run's deadline is 60 s after it is queued, so every run of this module misses it."""
     database = embedded.postgres_database(postgres_server, "airflow_ui")
     handle = start_stack(tmp_path_factory.mktemp("ui-stack"), sql_alchemy_conn=database)
+    handle.env.update({**alert_sink.connection_env, FORECAST_DEADLINE_ENV: str(DEADLINE_S)})
     try:
         handle.url = embedded.start_ui(handle.state, handle.env)
         handle.password = embedded.stack_secrets(handle.state)["admin_password"]
@@ -208,6 +219,21 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
         driver.save_screenshot(str(tmp_path / "trigger_form.png"))
     finally:
         driver.quit()
+
+
+def test_a_run_past_its_deadline_alerts_once_and_a_backfill_run_does_not(api, concurrent_runs, alert_sink):
+    """Both runs took far longer than the 60 s deadline: the triggerer ran the deadline callback for each, which
+    posted for the REST-triggered run and skipped the backfill run. Both succeeded, so no failure alert."""
+    triggered = concurrent_runs["triggered"]["dag_run_id"]
+
+    def deadline_alerts():
+        alerts = [alert for alert in alert_sink.received if alert.get("alert", "").endswith("missed its deadline")]
+        return alerts if any(alert["run_id"] == triggered for alert in alerts) else None
+
+    alerts = api.wait_for(deadline_alerts, 120, "the deadline alert of the triggered run")
+    assert [alert["run_type"] for alert in alerts if alert["run_id"] == triggered] == ["manual"]
+    assert all(alert["run_type"] != "backfill" for alert in alerts), alerts
+    assert not [alert for alert in alert_sink.received if alert.get("alert", "").endswith("task failed")]
 
 
 def test_spark_jobs_of_both_runs_queued_for_the_one_spark_pool(api, concurrent_runs):

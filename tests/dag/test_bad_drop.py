@@ -3,11 +3,8 @@ deterministic, so the operator does not retry it (exit status 2 -> AirflowFailEx
 webhook sink through the rossmann_alerts connection."""
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
+from stack_helpers import AlertSink
 
 pytestmark = pytest.mark.slow
 
@@ -16,34 +13,20 @@ BAD_DROP_DATE = "2015-05-02"
 
 @pytest.fixture()
 def alert_sink():
-    """A local webhook endpoint; yields (connection JSON, the JSON bodies it received)."""
-    received: list[dict] = []
-
-    class Sink(BaseHTTPRequestHandler):
-        def do_POST(self):   # noqa: N802 (http.server's naming)
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    connection = {"conn_type": "http", "host": "127.0.0.1", "port": server.server_address[1], "schema": "http"}
-    yield json.dumps(connection), received
-    server.shutdown()
+    sink = AlertSink()
+    yield sink
+    sink.stop()
 
 
 def test_bad_drop_fails_prepare_once_with_a_reason_that_names_the_file(dag_test_stack, alert_sink):
     stack = dag_test_stack
-    connection, alerts = alert_sink
+    alerts = alert_sink.received
     stack.land(BAD_DROP_DATE, BAD_DROP_DATE)
     key = f"raw/{BAD_DROP_DATE}/store_states.csv"
     text = stack.read_bytes(f"s3://{stack.bucket}/{key}").decode()
     stack.s3().put_object(Bucket=stack.bucket, Key=key, Body=text.replace(",", ";").encode())
 
-    result = stack.dags_test(BAD_DROP_DATE, {}, timeout_s=900, extra_env={"AIRFLOW_CONN_ROSSMANN_ALERTS": connection})
+    result = stack.dags_test(BAD_DROP_DATE, {}, timeout_s=900, extra_env=alert_sink.connection_env)
     summary = stack.run_summary(BAD_DROP_DATE)
     tasks = summary["tasks"]
     assert "failed" in summary["state"]
