@@ -45,11 +45,10 @@ import os
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from airflow.sdk import (Asset, AsyncCallback, CronDataIntervalTimetable, DeadlineAlert, DeadlineReference, Param, dag,
-                         task)
-from rossmann.alerts import forecast_deadline, forecast_deadline_missed, task_failure_alert
-from rossmann.pools import SPARK_POOL
+from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
 from rossmann.sensors import RawDropSensor
+from rossmann.alerts import task_failure_alert
+from rossmann.pools import SPARK_POOL
 from rossmann.spark_submit import RossmannSparkSubmitOperator
 
 BUCKET = os.environ.get("ROSSMANN_BUCKET", "rossmann")
@@ -137,9 +136,6 @@ def spark_job(task_id: str, job_file: str, application_args: list, **spark_setti
     # Spark tasks and the gate still run one at a time (max_active_tis_per_dag below).
     max_active_runs=2,
     default_args=DEFAULT_ARGS,
-    # A run still unfinished this long after it was queued alerts through rossmann_alerts (rossmann/alerts.py).
-    deadline=DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT, interval=forecast_deadline(),
-                           callback=AsyncCallback(forecast_deadline_missed)),
     params=PARAMS,
     tags=["rossmann", "forecast", "spark", "horovod"],
     doc_md=__doc__,

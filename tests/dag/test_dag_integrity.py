@@ -120,16 +120,6 @@ def test_every_task_alerts_on_its_final_failure_through_the_alerts_connection(da
         assert not task.on_retry_callback, "a retried try must not alert"
 
 
-def test_a_run_has_a_deadline_whose_callback_the_triggerer_can_import(dag):
-    import importlib
-    import inspect
-
-    [alert] = dag.deadline if isinstance(dag.deadline, list) else [dag.deadline]
-    module, _, name = alert.callback.path.rpartition(".")
-    assert inspect.iscoroutinefunction(getattr(importlib.import_module(module), name))
-    assert alert.interval.total_seconds() == 8 * 3600
-
-
 def test_train_scores_the_champion_that_find_champion_resolved(dag):
     from airflow.sdk.definitions.xcom_arg import PlainXComArg
 

@@ -5,7 +5,6 @@ import json
 from datetime import date
 
 import pytest
-from rossmann.alerts import FORECAST_DEADLINE_ENV, deadline_message, forecast_deadline
 from rossmann.outputs import train_summary
 from rossmann.pools import SPARK_POOL_SLOTS_ENV, spark_pool_slots
 from rossmann.publication import replaces_latest
@@ -130,19 +129,3 @@ def test_spark_pool_slots_default_to_one_and_refuse_nonsense():
     for bad in ("0", "-1", "two", ""):
         with pytest.raises(ValueError, match=SPARK_POOL_SLOTS_ENV):
             spark_pool_slots({SPARK_POOL_SLOTS_ENV: bad})
-
-
-def test_deadline_alert_names_the_run_and_skips_backfills(monkeypatch):
-    run = {"dag_id": "rossmann_forecast", "dag_run_id": "scheduled__2015-07-31T00:00:00+00:00",
-           "run_type": "scheduled", "logical_date": "2015-07-31T00:00:00Z", "state": "running"}
-    message = deadline_message({"dag_run": run, "deadline": {"deadline_time": "2015-08-01T08:00:00Z"}})
-    assert message["run_id"] == run["dag_run_id"] and message["run_type"] == "scheduled"
-    assert message["deadline"] == "2015-08-01T08:00:00Z" and message["state"] == "running"
-    assert deadline_message({"dag_run": {**run, "run_type": "backfill"}}) is None
-    monkeypatch.delenv(FORECAST_DEADLINE_ENV, raising=False)
-    assert forecast_deadline().total_seconds() == 8 * 3600
-    monkeypatch.setenv(FORECAST_DEADLINE_ENV, "90")
-    assert forecast_deadline().total_seconds() == 90
-    monkeypatch.setenv(FORECAST_DEADLINE_ENV, "soon")
-    with pytest.raises(ValueError, match=FORECAST_DEADLINE_ENV):
-        forecast_deadline()
