@@ -510,7 +510,7 @@ def test_s3_settings_point_at_the_stack_minio_with_one_set_of_job_keys(services,
 def test_airflow_components_share_one_database_and_api(services):
     components = airflow_services(services)
     commands = {spec["command"][0] for spec in components.values()}
-    assert commands == {"db", "api-server", "scheduler", "dag-processor", "triggerer"}
+    assert commands == {"init", "api-server", "scheduler", "dag-processor", "triggerer"}
     assert services["airflow-init"]["command"] == ["init"]
     shared = ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__FERNET_KEY",
               "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW_CONN_SPARK_DEFAULT", "AIRFLOW_CONN_AWS_DEFAULT")
@@ -606,3 +606,12 @@ def test_airflow_entrypoint_writes_a_private_password_file_then_runs_airflow(tmp
     password_file.unlink()
     subprocess.run(["bash", entrypoint, "scheduler"], env={**env, "AIRFLOW_ADMIN_PASSWORD": ""}, check=True)
     assert not password_file.exists() and calls.read_text().split() == ["scheduler"]
+
+    # `init` (the airflow-init service): the database, then the Spark pool through the Airflow venv's python.
+    pool_calls = tmp_path / "python-args"
+    (stub_bin / "python").write_text(f'#!/bin/sh\necho "$PYTHONPATH $@" > {pool_calls}\n')
+    (stub_bin / "python").chmod(0o755)
+    subprocess.run(["bash", entrypoint, "init"], check=True,
+                   env={**env, "AIRFLOW_ADMIN_PASSWORD": "", "AIRFLOW__CORE__PLUGINS_FOLDER": "/opt/rossmann/plugins"})
+    assert calls.read_text().split() == ["db", "migrate"]
+    assert pool_calls.read_text().split() == ["/opt/rossmann/plugins", "-m", "rossmann.pools"]
