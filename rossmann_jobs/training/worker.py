@@ -76,8 +76,10 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
     plan = _plan_shards(hvd, tf, config, params)
     with tempfile.TemporaryDirectory(prefix=f"rossmann-shard-rank{rank}-") as shard_dir:
         fetched_at = time.perf_counter()
-        plan = dataclasses.replace(plan, train_units=local_copies(plan.train_units, shard_dir),
-                                   validation_units=local_copies(plan.validation_units, shard_dir))
+        # One call for both splits: its numbering keeps the local names apart when two splits' files share a name.
+        copies = local_copies([*plan.train_units, *plan.validation_units], shard_dir)
+        split_at = len(plan.train_units)
+        plan = dataclasses.replace(plan, train_units=copies[:split_at], validation_units=copies[split_at:])
         log.info("rank %d/%d: shard copied to local disk in %.1f s", rank, size, time.perf_counter() - fetched_at)
         return _train(hvd, tf, config, params, plan, placement)
 

@@ -254,6 +254,14 @@ def test_an_s3_shard_is_fetched_once_and_streams_the_same_rows_in_the_same_order
     assert local_copies(local_units, str(tmp_path / "unused")) == local_units   # local files are read in place
 
 
+def test_shard_files_with_the_same_name_in_two_folders_get_two_local_copies(s3_bucket, tmp_path):
+    storage.write_bytes(f"{s3_bucket}/train/part-0.parquet", b"train")
+    storage.write_bytes(f"{s3_bucket}/validation/part-0.parquet", b"validation")
+    units = [ParquetUnit(f"{s3_bucket}/{split}/part-0.parquet", 0, 1) for split in ("train", "validation")]
+    copies = local_copies(units, str(tmp_path))
+    assert [open(unit.uri, "rb").read() for unit in copies] == [b"train", b"validation"]
+
+
 def test_empty_shard_is_an_error_not_a_hang():
     with pytest.raises(ValueError, match="no rows"):
         next(shuffled_blocks([ParquetUnit("x", 0, 0)], 10, 1, np.random.default_rng(0), 100, 1))
