@@ -15,15 +15,42 @@ DROP_MARKER = "_SUCCESS"
 FORMAT = "rossmann-drop/1"
 
 
-def data_rows(content: bytes) -> int:
-    """Rows as prepare counts them (features.validate.FileDigest): non-blank lines, LF or CRLF, header excluded."""
-    return max(0, sum(1 for line in content.split(b"\n") if line.strip()) - 1)
+class FileDigest:
+    """Streamed over a raw file once: SHA-256, size, the head (for the header check) and the number of data rows.
+
+    Rows are counted as Spark's CSV reader sees them (one per line that is not blank, LF or CRLF, header
+    excluded), which makes the count the independent side of the row accounting.
+    """
+
+    def __init__(self, head_bytes: int = 64 * 1024):
+        self._sha256, self._head_bytes = hashlib.sha256(), head_bytes
+        self.head, self.size, self._lines, self._carry = b"", 0, 0, b""
+
+    def update(self, chunk: bytes) -> None:
+        self._sha256.update(chunk)
+        self.size += len(chunk)
+        self.head += chunk[:max(0, self._head_bytes - len(self.head))]
+        lines = (self._carry + chunk).split(b"\n")
+        self._carry = lines.pop()
+        self._lines += sum(1 for line in lines if line.strip())
+
+    @property
+    def sha256(self) -> str:
+        return self._sha256.hexdigest()
+
+    @property
+    def data_rows(self) -> int:
+        lines = self._lines + (1 if self._carry.strip() else 0)
+        return max(0, lines - 1)
 
 
 def manifest_bytes(files: Mapping[str, bytes]) -> bytes:
     """The marker for a drop holding exactly these files (name -> content)."""
-    entries = {name: {"bytes": len(content), "rows": data_rows(content), "sha256": hashlib.sha256(content).hexdigest()}
-               for name, content in sorted(files.items())}
+    entries = {}
+    for name, content in sorted(files.items()):
+        digest = FileDigest()
+        digest.update(content)
+        entries[name] = {"bytes": digest.size, "rows": digest.data_rows, "sha256": digest.sha256}
     return json.dumps({"format": FORMAT, "files": entries}, indent=1).encode()
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import operator
@@ -13,6 +12,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from rossmann_jobs.features.drop_manifest import FileDigest  # noqa: F401 (prepare and tests import it here)
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, DATE, DOUBLE, INT, RawFile
 
 # A row's first problem, struct<reason, column, record>; null while the row is acceptable. Each quarantine step
@@ -67,35 +67,6 @@ def parse_header(raw_file: RawFile, head: bytes) -> list[str]:
         raise RawInputError(f"{raw_file.name}: columns are out of order: got {','.join(header)}, expected "
                             f"{','.join(expected)}.")
     return header
-
-
-class FileDigest:
-    """Streamed over a raw file once: SHA-256, size, the head (for the header check) and the number of data rows.
-
-    Rows are counted as Spark's CSV reader sees them (one per line that is not blank, LF or CRLF, header
-    excluded), which makes the count the independent side of the row accounting.
-    """
-
-    def __init__(self, head_bytes: int = 64 * 1024):
-        self._sha256, self._head_bytes = hashlib.sha256(), head_bytes
-        self.head, self.size, self._lines, self._carry = b"", 0, 0, b""
-
-    def update(self, chunk: bytes) -> None:
-        self._sha256.update(chunk)
-        self.size += len(chunk)
-        self.head += chunk[:max(0, self._head_bytes - len(self.head))]
-        lines = (self._carry + chunk).split(b"\n")
-        self._carry = lines.pop()
-        self._lines += sum(1 for line in lines if line.strip())
-
-    @property
-    def sha256(self) -> str:
-        return self._sha256.hexdigest()
-
-    @property
-    def data_rows(self) -> int:
-        lines = self._lines + (1 if self._carry.strip() else 0)
-        return max(0, lines - 1)
 
 
 # --- row level --------------------------------------------------------------------------------------------------
