@@ -46,13 +46,14 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
-from rossmann.sensors import RawDropSensor
 from rossmann.alerts import task_failure_alert
 from rossmann.pools import SPARK_POOL
+from rossmann.sensors import RawDropSensor
 from rossmann.spark_submit import RossmannSparkSubmitOperator
+from rossmann.uris import forecast_pointer_uri
 
 BUCKET = os.environ.get("ROSSMANN_BUCKET", "rossmann")
-FORECAST_ASSET = Asset(name="rossmann_forecast", uri=f"s3://{BUCKET}/forecast/latest.json")
+FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri(BUCKET))
 SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=f"s3://{BUCKET}/forecast/scores/summary.json")
 DEFAULT_JOBS_ROOT = str(Path(__file__).resolve().parents[1])
 JOBS_ROOT = "{{ var.value.get('rossmann_jobs_root', '%s') }}" % DEFAULT_JOBS_ROOT

@@ -25,6 +25,16 @@ TASK_FAILED_MESSAGE = {
     "log_url": "{{ ti.log_url }}",
 }
 
+# The deadline DAG's failure: the forecast due at the deadline is not published (rossmann/deadline.py).
+FORECAST_LATE_MESSAGE = {
+    "alert": "rossmann forecast late",
+    "dag_id": "{{ dag.dag_id }}",
+    "run_id": "{{ run_id }}",
+    "deadline": "{{ logical_date.isoformat() }}",
+    "reason": "{{ exception }}",
+    "log_url": "{{ ti.log_url }}",
+}
+
 
 class AlertWebhook(HttpNotifier):
     """HttpNotifier that skips (and says so) when its connection is not configured, instead of failing."""
@@ -43,3 +53,7 @@ class AlertWebhook(HttpNotifier):
 
 def task_failure_alert() -> AlertWebhook:
     return AlertWebhook(http_conn_id=ALERTS_CONN_ID, json=dict(TASK_FAILED_MESSAGE))
+
+
+def forecast_late_alert() -> AlertWebhook:
+    return AlertWebhook(http_conn_id=ALERTS_CONN_ID, json=dict(FORECAST_LATE_MESSAGE))

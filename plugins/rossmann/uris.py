@@ -17,6 +17,11 @@ def run_key(run_id: str) -> str:
     return key
 
 
+def forecast_pointer_uri(bucket: str) -> str:
+    """`forecast/latest.json`: the newest as-of date's published forecast (see publication.replaces_latest)."""
+    return f"s3://{bucket}/forecast/latest.json"
+
+
 def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
     """Every URI a run reads or writes. Job outputs are run-scoped so reruns and backfills never collide."""
     day = as_of.isoformat()
@@ -33,7 +38,7 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
         "champion_history": f"{root}/models/champions/history",
         "champion_record": champion_record_uri(f"{root}/models/champions/history", day),
         "champion_models": f"{root}/models/champions/{day}/{run_key(run_id)}",
-        "forecast_pointer": f"{root}/forecast/latest.json",
+        "forecast_pointer": forecast_pointer_uri(bucket),
         "forecast_history": f"{root}/forecast/history",
         "forecast_record": forecast_record_uri(f"{root}/forecast/history", day, run_key(run_id)),
         "scores": f"{root}/forecast/scores",
