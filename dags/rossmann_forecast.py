@@ -5,8 +5,9 @@
 → `quality_gate` → `predict` → `publish_forecast`
 
 * **Data arrival**: the day's raw drop lands under `s3://<bucket>/raw/<as_of>/` (the 7 Rossmann CSV files, then a
-  `_SUCCESS` marker written last). The sensor waits for the marker in *reschedule* mode (it frees its worker slot
-  between pokes) and fails with an actionable message after `raw_drop_timeout_s`.
+  `_SUCCESS` marker written last). The sensor waits for the marker on the triggerer (deferrable, where
+  `[operators] default_deferrable` is on; else in reschedule mode), holding no worker slot, and fails with an
+  actionable message after `raw_drop_timeout_s`.
 * **Point in time**: the prepare job gets `--as-of <as_of>` (the run's logical date `ds`, or the `as_of` param),
   so a backfill for a past date trains only on rows dated on or before it.
 * **Jobs**: three `spark-submit`s (prepare, train with Horovod-on-Spark, predict). Every job output is
@@ -23,6 +24,9 @@
   Otherwise the champion as of D forecasts; with none, the run fails (no model beats the baseline). The champion is
   an immutable copy of the committed model attempt; `models/champion.json` points at the newest as-of date's
   champion.
+* **Report**: predict's committed `report/index.html` is one self-contained page (gate comparison, training curves,
+  validation and horizon plots, accuracy history known by the as-of date); the predict task's "Forecast report"
+  extra link and `publish_forecast`'s log hold a presigned URL of it.
 * **Output**: `publish_forecast` writes `s3://<bucket>/forecast/latest.json` (pointing at `submission.csv` and the
   report) unless it holds a newer as-of date's forecast (a backfill never hides it), and updates the
   `rossmann_forecast` asset for data-aware downstream DAGs (extra `latest`: whether the pointer holds this run's).
@@ -34,6 +38,8 @@
   `s3://<bucket>/forecast/scores/` (records, `summary.json`, `report/index.html`), and `publish_scores` updates the
   `rossmann_forecast_scores` asset. With nothing to score the two scoring tasks are skipped. Re-runs rewrite the same
   objects.
+
+A second DAG, `rossmann_forecast_deadline`, alerts when the forecast is not published by the deadline.
 
 Connections: `spark_default` (master; extra `spark_conf` for cluster-wide Spark settings) and `aws_default`
 (credentials, extra `endpoint_url` for MinIO/moto). Bucket: environment variable `ROSSMANN_BUCKET` (default
@@ -49,7 +55,7 @@ from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
 from rossmann.alerts import task_failure_alert
 from rossmann.pools import SPARK_POOL
 from rossmann.sensors import RawDropSensor
-from rossmann.spark_submit import RossmannSparkSubmitOperator
+from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator
 from rossmann.uris import forecast_pointer_uri
 
 BUCKET = os.environ.get("ROSSMANN_BUCKET", "rossmann")
@@ -109,8 +115,9 @@ DEFAULT_ARGS = {
 }
 
 
-def spark_job(task_id: str, job_file: str, application_args: list, **spark_settings) -> RossmannSparkSubmitOperator:
-    return RossmannSparkSubmitOperator(
+def spark_job(task_id: str, job_file: str, application_args: list, operator=RossmannSparkSubmitOperator,
+              **spark_settings) -> RossmannSparkSubmitOperator:
+    return operator(
         task_id=task_id,
         application=f"{JOBS_ROOT}/rossmann_jobs/{job_file}",
         py_files=PY_FILES,
@@ -242,7 +249,9 @@ def rossmann_forecast():
     predict = spark_job("predict", "predict.py", [
         "--model", gate["champion_model_uri"], "--features", plan["features"], "--raw", plan["raw"],
         "--out", plan["predictions"],
-    ])
+        # For the report: this run's model (gate comparison, training curves), the decision, the scores so far.
+        "--trained-model", plan["model"], "--gate-decision", gate["reason"], "--scores", plan["scores"],
+    ], operator=PredictSubmitOperator)
     published = publish_forecast(plan, gate)
     to_score = find_forecasts_to_score(plan)
     # Needs only the drop and the registry: it never waits for this run's training.

@@ -24,7 +24,7 @@ from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import TEST as RAW_TEST
 from rossmann_jobs.features.spec import (CATEGORICAL_COLS, FEATURE_COLS, LABEL_COL, METADATA_FILE, REJECTED_DIR,
                                          TEST_DIR, TRAIN_DIR, VALIDATION_DIR)
-from rossmann_jobs.forecast import metrics, report
+from rossmann_jobs.forecast import metrics, report, score_records
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inference import BroadcastModel
 from rossmann_jobs.forecast.inputs import (DATE_TYPES, FLOAT_TYPES, INTEGER_TYPES, ForecastInputError,
@@ -58,6 +58,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--features", required=True, help="prepare job output URI (committed)")
     parser.add_argument("--raw", required=True, help="the raw drop the features were prepared from (has test.csv)")
     parser.add_argument("--out", required=True, help="output URI; committed atomically")
+    parser.add_argument("--trained-model", default="",
+                        help="the run's train output (committed): its gate scores and training curves go into the "
+                             "report (default: those of --model)")
+    parser.add_argument("--gate-decision", default="", help="the quality gate's reason, shown in the report")
+    parser.add_argument("--scores", default="",
+                        help="scoring root (summary.json): earlier forecasts scored by the as-of date go into the "
+                             "report")
     return parser.parse_args(argv)
 
 
@@ -155,9 +162,24 @@ def model_info(artifact: dict, training_metrics: dict | None) -> list[tuple[str,
     return rows
 
 
+def read_report_context(trained_model_uri: str, scores_uri: str, as_of: date,
+                        training_metrics: dict | None, model_attempt: str) -> dict:
+    """What the report shows beyond this job's own rows: the run's trained model's metrics.json (gate scores,
+    curves; else the forecasting model's) and the earlier forecasts' scores known by as_of."""
+    training, training_uri = training_metrics, storage.join(model_attempt, TRAIN_METRICS_FILE)
+    if trained_model_uri:
+        training_uri = storage.join(storage.committed_uri(trained_model_uri), TRAIN_METRICS_FILE)
+        training = storage.read_json(training_uri) if storage.exists(training_uri) else None
+    summary_uri = storage.join(scores_uri, score_records.SUMMARY_FILE) if scores_uri else None
+    summary = storage.read_json(summary_uri) if summary_uri and storage.exists(summary_uri) else None
+    return {"training": training, "training_uri": training_uri,
+            "accuracy": score_records.scored_as_of(summary, as_of)}
+
+
 def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_metrics: list[tuple[str, object]],
-                 info: list[tuple[str, object]], validation_rmspe: float | None) -> None:
-    """Aggregate in Spark, plot the small results on the driver, write PNGs and index.html under report_uri."""
+                 info: list[tuple[str, object]], validation_rmspe: float | None, context: dict,
+                 gate_decision: str) -> None:
+    """Aggregate in Spark, plot the small results on the driver, write the one self-contained index.html."""
     store_totals = metrics.per_store(validation).toPandas()
     chosen = report.pick_stores(store_totals)
     daily = metrics.daily_totals(validation, [ACTUAL_COL, FORECAST_COL]).toPandas()
@@ -168,18 +190,16 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
                .orderBy("Date").toPandas())
     store_rmspe = dict(zip(store_totals["StoreId"].astype(int), store_totals["rmspe"]))
     worst = store_totals.dropna(subset=["rmspe"]).sort_values(["rmspe", "StoreId"], ascending=[False, True])
-    files = {
-        report.OVERALL_PNG: report.overall_plot(daily, validation_rmspe),
-        report.STORES_PNG: report.stores_plot(by_store, store_rmspe),
-        report.HORIZON_PNG: report.horizon_plot(horizon),
-        report.INDEX_HTML: report.index_html("Rossmann sales forecast", run_metrics, worst.head(WORST_STORES),
-                                             info).encode("utf-8"),
-    }
-    for name, data in files.items():
-        storage.write_bytes(storage.join(report_uri, name), data)
+    plots = [("Validation window: forecast vs actual, all stores", report.overall_plot(daily, validation_rmspe)),
+             ("Validation window: forecast vs actual, selected stores", report.stores_plot(by_store, store_rmspe)),
+             ("Forecast horizon", report.horizon_plot(horizon))]
+    page = report.forecast_page("Rossmann sales forecast", run_metrics, plots, worst.head(WORST_STORES), info,
+                                gate_decision=gate_decision or None, **context)
+    storage.write_bytes(storage.join(report_uri, report.INDEX_HTML), page.encode("utf-8"))
 
 
-def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *, raw_uri: str) -> dict:
+def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *, raw_uri: str,
+        trained_model_uri: str = "", scores_uri: str = "", gate_decision: str = "") -> dict:
     """The whole job on an existing session; returns the commit manifest."""
     timings: dict[str, float] = {}
     model_attempt, features_attempt = model_attempt_uri(model_uri), storage.committed_uri(features_uri)
@@ -241,8 +261,9 @@ def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *,
                            ("as of", metadata.get("as_of")), ("total forecast sales", float(submission["Sales"].sum())),
                            ("total naive seasonal baseline sales", float(submission[BASELINE_COL].sum())),
                            ("features", features_attempt), ("model", model_attempt)]
+            context = read_report_context(trained_model_uri, scores_uri, as_of, training_metrics, model_attempt)
             write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_DIR), run_metrics,
-                         model_info(artifact, training_metrics), validation_rmspe)
+                         model_info(artifact, training_metrics), validation_rmspe, context, gate_decision)
 
     summary = {"rows": counts, "validation_exp_rmspe": validation_rmspe, "model": model_attempt,
                "features": features_attempt, "raw": raw_uri, "as_of": as_of.isoformat(),
@@ -255,7 +276,9 @@ def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *,
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    return run_job("predict", lambda spark: run(spark, args.model, args.features, args.out, raw_uri=args.raw),
+    return run_job("predict", lambda spark: run(spark, args.model, args.features, args.out, raw_uri=args.raw,
+                                                trained_model_uri=args.trained_model, scores_uri=args.scores,
+                                                gate_decision=args.gate_decision),
                    (ForecastInputError, storage.OutputNotCommittedError))
 
 

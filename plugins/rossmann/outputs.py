@@ -11,31 +11,32 @@ class OutputNotCommittedError(RuntimeError):
     """A job output has no `_SUCCESS` manifest: the job that writes it did not finish successfully."""
 
 
-def _bucket_key(uri: str) -> tuple[str, str]:
+def s3_bucket_key(uri: str) -> tuple[str, str]:
+    """(bucket, key) of an s3:// or s3a:// URI."""
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
     return S3Hook.parse_s3_url(uri.replace("s3a://", "s3://", 1))
 
 
 def exists(hook, uri: str) -> bool:
-    bucket, key = _bucket_key(uri)
+    bucket, key = s3_bucket_key(uri)
     return hook.check_for_key(key, bucket)
 
 
 def read_json(hook, uri: str) -> Any:
-    bucket, key = _bucket_key(uri)
+    bucket, key = s3_bucket_key(uri)
     return json.loads(hook.read_key(key, bucket))
 
 
 def write_json(hook, uri: str, obj: Any) -> None:
     """One PUT: on S3 readers see the old object or the new one, never a partial one."""
-    bucket, key = _bucket_key(uri)
+    bucket, key = s3_bucket_key(uri)
     hook.load_string(json.dumps(obj, indent=2, sort_keys=True), key, bucket, replace=True)
 
 
 def list_uris(hook, prefix_uri: str) -> list[str]:
     """The s3:// URIs of the objects under prefix_uri/ (every page of the listing)."""
-    bucket, key = _bucket_key(prefix_uri)
+    bucket, key = s3_bucket_key(prefix_uri)
     prefix = f"{key.rstrip('/')}/"
     return [f"s3://{bucket}/{name}" for name in hook.list_keys(bucket_name=bucket, prefix=prefix) or []]
 

@@ -13,24 +13,39 @@ def poke_interval_for(timeout_s: float) -> float:
 
 
 class RawDropSensor(S3KeySensor):
-    """S3KeySensor in reschedule mode whose timeout can come from a run param (so a trigger can shorten it)."""
+    """S3KeySensor whose timeout can come from a run param (so a trigger can shorten it) and whose timeout says what
+    to do. Deferrable (S3KeyTrigger on the triggerer, aiobotocore) where Airflow's `[operators] default_deferrable`
+    is on, as in the embedded stack and compose; otherwise it pokes in reschedule mode. Both free the worker slot
+    between checks."""
 
     def __init__(self, *, timeout_param: str | None = None, **kwargs: Any) -> None:
-        kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("mode", "reschedule")   # used only when not deferrable
         super().__init__(**kwargs)
         self.timeout_param = timeout_param
 
-    def execute(self, context) -> None:
+    def _configured_timeout(self, context) -> float:
         configured = context["params"].get(self.timeout_param) if self.timeout_param else None
-        if configured is not None:
-            self.timeout = float(configured)
-            self.poke_interval = poke_interval_for(self.timeout)
+        return float(configured) if configured is not None else float(self.timeout)
+
+    def _timed_out(self, context, timeout: AirflowSensorTimeout) -> AirflowSensorTimeout:
+        return AirflowSensorTimeout(
+            f"No raw data drop arrived: {self.bucket_key} did not appear within {self._configured_timeout(context):.0f}"
+            " s. The drop is complete once its _SUCCESS marker is written (after the 7 CSV files). Land it "
+            "(e.g. `python -m rossmann_jobs.synth land --out s3://<bucket>/raw --from-date D --to-date D`), "
+            "then clear this task to run again.")
+
+    def execute(self, context) -> None:
+        # Read before deferring too: the trigger's timeout and poke interval are taken from these.
+        self.timeout = self._configured_timeout(context)
+        self.poke_interval = poke_interval_for(self.timeout)
         try:
             super().execute(context)
         except AirflowSensorTimeout as timeout:
-            raise AirflowSensorTimeout(
-                f"No raw data drop arrived: {self.bucket_key} did not appear within {self.timeout:.0f} s. "
-                "The drop is complete once its _SUCCESS marker is written (after the 7 CSV files). Land it "
-                "(e.g. `python -m rossmann_jobs.synth land --out s3://<bucket>/raw --from-date D --to-date D`), "
-                "then clear this task to run again."
-            ) from timeout
+            raise self._timed_out(context, timeout) from timeout
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context) -> Any:
+        """A deferred wait that timed out comes back here (not through execute) as AirflowSensorTimeout."""
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except AirflowSensorTimeout as timeout:
+            raise self._timed_out(context, timeout) from timeout

@@ -18,6 +18,8 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from rossmann.report_link import ForecastReportLink
+
 SPARK_CONF_EXTRA = "spark_conf"
 # The jobs' side of this contract is rossmann_jobs.spark_session (BAD_INPUT_EXIT_CODE, run_job's last log line).
 BAD_INPUT_EXIT_CODE = 2
@@ -84,3 +86,9 @@ class RossmannSparkSubmitOperator(SparkSubmitOperator):
                 raise
             raise AirflowFailException(f"{reason} (bad input: not retried; fix the input and clear the task)") \
                 from None
+
+
+class PredictSubmitOperator(RossmannSparkSubmitOperator):
+    """spark-submit of the predict job, with the "Forecast report" extra link (rossmann/report_link.py)."""
+
+    operator_extra_links = (ForecastReportLink(),)

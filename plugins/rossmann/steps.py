@@ -9,6 +9,7 @@ from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_pro
 from rossmann.outputs import (committed_attempt_uri, copy_files, exists, list_uris, read_json, read_manifest,
                               read_pointer, train_summary, write_json)
 from rossmann.publication import forecast_registry_record, replaces_latest
+from rossmann.report_link import presigned_url, report_uri, url_expiry_s
 from rossmann.uris import pinned_model_uri, record_as_of
 
 log = logging.getLogger("rossmann.quality_gate")
@@ -136,7 +137,7 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
         "run_id": run_id,
         "model_uri": gate["champion_model_uri"],
         "submission_uri": f"{attempt}/submission.csv",
-        "report_uri": f"{attempt}/report/index.html",
+        "report_uri": report_uri(attempt),
         "predictions_uri": f"{attempt}/predictions",
         "forecast_val_exp_rmspe": summary.get("validation_exp_rmspe"),
         "forecast_rows": summary.get("rows"),
@@ -146,6 +147,9 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     if missing:
         raise FileNotFoundError(f"The committed predict output lacks {missing}: the predict job's output "
                                 "contract is in docs/ARCHITECTURE.md")
+    expires_s = url_expiry_s()
+    log.info("forecast report (one self-contained page; this presigned link opens it for %.0f h): %s",
+             expires_s / 3600, presigned_url(hook, forecast["report_uri"], expires_s))
     # Every published forecast is registered, backfills included, so later drops can score it (one PUT; a re-run
     # replaces the run's own record).
     write_json(hook, plan["forecast_record"], forecast_registry_record(forecast, summary))

@@ -1,8 +1,14 @@
-"""The forecast report: PNG plots (matplotlib Agg) of small aggregated frames and an HTML page tying them together."""
+"""The forecast report: PNG plots (matplotlib Agg) of small aggregated frames in one self-contained HTML page.
+
+The PNGs are embedded as data: URIs, so the single index.html object opens straight from S3 (a presigned link,
+the console, a download) with nothing else to fetch.
+"""
 from __future__ import annotations
 
+import base64
 import html
 import io
+from datetime import date
 from typing import Any
 
 import matplotlib
@@ -12,8 +18,10 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen befor
 import pandas as pd  # noqa: E402
 
 ACTUAL, FORECAST = "SalesActual", "SalesForecast"
-OVERALL_PNG, STORES_PNG, HORIZON_PNG = "validation_overall.png", "validation_stores.png", "forecast_horizon.png"
 INDEX_HTML = "index.html"
+# The quality gate's three forecasts on the same validation rows (rossmann_jobs/training/gate_scores.py).
+GATE_FORECASTS = (("challenger", "this run's model", "tab:orange"), ("champion", "champion as of the date", "tab:blue"),
+                  ("baseline", "naive seasonal baseline", "tab:gray"))
 
 
 def pick_stores(store_totals: pd.DataFrame, count: int = 4) -> list[int]:
@@ -81,6 +89,26 @@ def horizon_plot(daily: pd.DataFrame) -> bytes:
     return png_bytes(figure)
 
 
+def gate_comparison_plot(scores: dict[str, Any]) -> bytes:
+    """exp-RMSPE of challenger, champion and naive baseline on the same validation rows (what the gate compared)."""
+    shown = [(label, scores[key], color) for key, label, color in GATE_FORECASTS if scores.get(key) is not None]
+    figure, axis = plt.subplots(figsize=(8, 0.8 + 0.7 * max(1, len(shown))), constrained_layout=True)
+    axis.barh([label for label, _, _ in shown], [value for _, value, _ in shown],
+              color=[color for _, _, color in shown])
+    for row, (_, value, _) in enumerate(shown):
+        axis.annotate(f"{value:.4f}", (value, row), xytext=(4, 0), textcoords="offset points", va="center")
+    axis.invert_yaxis()
+    axis.set_xlabel(f"validation exp-RMSPE ({scores.get('validation_rows')} rows, lower is better)")
+    axis.set_title("Quality gate: the same validation rows for every forecast", fontsize=10)
+    axis.grid(alpha=0.3, axis="x")
+    return png_bytes(figure)
+
+
+def embedded_png(png: bytes, alt: str) -> str:
+    """An <img> carrying its PNG as a data: URI."""
+    return f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}" alt="{html.escape(alt)}">'
+
+
 def format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}" if abs(value) < 100 else f"{value:,.0f}"
@@ -96,27 +124,85 @@ def html_table(rows: list[tuple[str, Any]]) -> str:
     return f"<table>{body}</table>"
 
 
-def index_html(title: str, metrics: list[tuple[str, Any]], worst_stores: pd.DataFrame, model_info: list[tuple[str, Any]]
-               ) -> str:
-    """A self-contained page; the plots are referenced relatively so the folder can be copied anywhere."""
-    worst = html_table([(f"Store {int(r.StoreId)}", r.rmspe) for r in worst_stores.itertuples()])
+def over_time_plot(entries: list[dict[str, Any]]) -> bytes:
+    """exp-RMSPE of each scored forecast (score summary entries) by its as-of date, model vs baseline."""
+    from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
+
+    figure, axis = plt.subplots(figsize=(10, 4.5), constrained_layout=True)
+    days = [date.fromisoformat(e["as_of"]) for e in entries]
+    axis.plot(days, [e[MODEL_RMSPE] for e in entries], marker="o", color="tab:orange", label="model")
+    axis.plot(days, [e[BASELINE_RMSPE] for e in entries], marker="o", color="tab:gray",
+              label="naive seasonal baseline")
+    axis.set_xlabel("forecast as-of date")
+    axis.set_ylabel("exp-RMSPE")
+    axis.set_title("Forecast error over time (each forecast's actuals known so far)", fontsize=10)
+    axis.tick_params(axis="x", labelrotation=45, labelsize=8)
+    axis.grid(alpha=0.3)
+    axis.legend()
+    return png_bytes(figure)
+
+
+def accuracy_table(entries: list[dict[str, Any]]) -> str:
+    """One row per score summary entry: which forecast, scored with which drop, model vs baseline."""
+    from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
+
+    header = "".join(f"<th>{name}</th>" for name in ("as of", "run", "status", "scored with drop", "days", "rows",
+                                                     "model exp-RMSPE", "baseline exp-RMSPE"))
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(format_value(value))}</td>" for value in (
+            e["as_of"], e["run_id"], e["status"], e["scoring_date"], e["days_scored"], e["rows"], e[MODEL_RMSPE],
+            e[BASELINE_RMSPE])) + "</tr>" for e in entries)
+    return f"<table><tr>{header}</tr>{rows}</table>"
+
+
+def page(title: str, sections: list[tuple[str, str]]) -> str:
+    """The report page: a title and (heading, HTML fragment) sections; fragments are trusted HTML, escape values
+    with html_table/html.escape."""
+    body = "\n".join(f"<h2>{html.escape(heading)}</h2>\n{fragment}" for heading, fragment in sections)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}
 th,td{{border:1px solid #ccc;padding:4px 10px;text-align:left}}img{{max-width:100%}}</style></head>
 <body>
 <h1>{html.escape(title)}</h1>
-<h2>Run metrics</h2>
-{html_table(metrics)}
-<h2>Validation window: forecast vs actual, all stores</h2>
-<img src="{OVERALL_PNG}" alt="total forecast vs actual sales per day on the validation window">
-<h2>Validation window: forecast vs actual, selected stores</h2>
-<img src="{STORES_PNG}" alt="forecast vs actual sales per day for selected stores">
-<h2>Forecast horizon</h2>
-<img src="{HORIZON_PNG}" alt="total forecast sales per day over the horizon">
-<h2>Stores with the largest validation error (exp-RMSPE)</h2>
-{worst}
-<h2>Model</h2>
-{html_table(model_info)}
+{body}
 </body></html>
 """
+
+
+def forecast_page(title: str, run_metrics: list[tuple[str, Any]], validation_plots: list[tuple[str, bytes]],
+                  worst_stores: pd.DataFrame, model_info: list[tuple[str, Any]], training: dict[str, Any] | None,
+                  training_uri: str | None, gate_decision: str | None, accuracy: list[dict[str, Any]]) -> str:
+    """The forecast report: run metrics, the quality gate's comparison and the training curves of the run's model
+    (`training`: its metrics.json), the validation and horizon plots, the accuracy of earlier forecasts scored by
+    the as-of date (`accuracy`: score summary entries), the worst stores and the model's facts."""
+    sections = [("Run metrics", html_table(run_metrics))]
+    scores = (training or {}).get("gate_scores")
+    if scores:
+        rows = [(f"{label} exp-RMSPE", scores.get(key)) for key, label, _ in GATE_FORECASTS]
+        rows += [("validation rows", scores.get("validation_rows")),
+                 ("champion scored", scores.get("champion_model_uri") or "none as of the date"),
+                 ("decision", gate_decision), ("model scored", training_uri)]
+        sections.append(("Model selection (quality gate)",
+                         embedded_png(gate_comparison_plot(scores), "exp-RMSPE of challenger, champion and baseline")
+                         + html_table(rows)))
+    else:
+        sections.append(("Model selection (quality gate)",
+                         f"<p>{html.escape(format_value(training_uri))} holds no gate scores.</p>"))
+    history = (training or {}).get("epochs")
+    if history:
+        from rossmann_jobs.training.report import training_curves_png
+
+        sections.append(("Training curves", embedded_png(training_curves_png(history, training.get("best_epoch")),
+                                                         "loss and exp-RMSPE per epoch, train vs validation")))
+    sections += [(heading, embedded_png(png, heading)) for heading, png in validation_plots]
+    if accuracy:
+        sections.append(("Accuracy history: earlier forecasts scored with actuals up to the as-of date",
+                         embedded_png(over_time_plot(accuracy), "exp-RMSPE by forecast as-of date")
+                         + accuracy_table(accuracy)))
+    else:
+        sections.append(("Accuracy history", "<p>No earlier forecast has been scored with actuals up to the as-of "
+                                             "date yet: scores arrive with the drops after a forecast's date.</p>"))
+    worst = html_table([(f"Store {int(r.StoreId)}", r.rmspe) for r in worst_stores.itertuples()])
+    sections += [("Stores with the largest validation error (exp-RMSPE)", worst), ("Model", html_table(model_info))]
+    return page(title, sections)

@@ -137,3 +137,11 @@ def by_lead_day(summary: dict[str, Any]) -> list[tuple[int, int, float | None, f
             parts.setdefault(lead, []).append((rows, model, baseline))
     return [(lead, sum(p[0] for p in rows), pooled((p[0], p[1]) for p in rows), pooled((p[0], p[2]) for p in rows))
             for lead, rows in sorted(parts.items())]
+
+
+def scored_as_of(summary: dict[str, Any] | None, as_of: date) -> list[dict[str, Any]]:
+    """The summary's scored entries whose scores were known on as_of (scoring drop dated <= as_of), oldest
+    forecast first: a report as of D never shows accuracy measured with actuals after D (a backfill's report)."""
+    entries = (summary or {}).get("forecasts", {}).values()
+    return sorted((e for e in entries if e["status"] == SCORED and date.fromisoformat(e["scoring_date"]) <= as_of),
+                  key=lambda e: (e["as_of"], e["run_id"]))

@@ -34,8 +34,7 @@ def load_run(dag_id: str, logical_date: str | None, run_id: str | None) -> dict:
             raise SystemExit(f"no run of {dag_id} for logical date {logical_date!r} / run id {run_id!r}")
         tasks = session.query(TaskInstance).filter(TaskInstance.dag_id == dag_id,
                                                    TaskInstance.run_id == run.run_id).all()
-        xcoms = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id,
-                                                XComModel.key == "return_value").all()
+        xcoms = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id).all()
         rendered = session.query(RenderedTaskInstanceFields).filter(
             RenderedTaskInstanceFields.dag_id == dag_id, RenderedTaskInstanceFields.run_id == run.run_id).all()
         events = session.query(AssetEvent, AssetModel).join(AssetModel, AssetEvent.asset_id == AssetModel.id).filter(
@@ -50,7 +49,9 @@ def load_run(dag_id: str, logical_date: str | None, run_id: str | None) -> dict:
             "tasks": {ti.task_id: {"state": str(ti.state), "try_number": ti.try_number,
                                    "duration_s": ti.duration}
                       for ti in sorted(tasks, key=lambda ti: (ti.start_date is None, ti.start_date or 0))},
-            "xcom": {row.task_id: XComModel.deserialize_value(row) for row in xcoms},
+            "xcom": {row.task_id: XComModel.deserialize_value(row) for row in xcoms if row.key == "return_value"},
+            # Operator extra links, which Airflow 3 stores as XComs named _link_<class> when the task ends.
+            "links": {row.task_id: XComModel.deserialize_value(row) for row in xcoms if row.key.startswith("_link_")},
             "rendered_fields": {row.task_id: row.rendered_fields for row in rendered},
             "asset_events": [{"name": asset.name, "uri": asset.uri, "extra": event.extra,
                               "source_task_id": event.source_task_id} for event, asset in events],

@@ -468,6 +468,9 @@ def airflow_env(stack: Stack, endpoint: str, api_port: int | None = None, spark_
         "AIRFLOW__CORE__PARALLELISM": str(parallelism),
         "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(parallelism),
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        # The raw-drop sensor waits on the triggerer (S3KeyTrigger), not in a worker slot. `airflow dags test`
+        # runs a deferred trigger inline and without its timeout: the demo lands the drop before it runs.
+        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(stack.passwords_file),

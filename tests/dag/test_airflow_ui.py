@@ -19,6 +19,8 @@ pytestmark = pytest.mark.slow
 
 RUN_DATE = "2015-07-30"        # triggered through the REST API
 BACKFILL_DATE = "2015-07-15"   # `airflow backfill create`, at the same time
+# A short drop timeout, so that the deferred sensor's trigger checks every 30 s (poke_interval_for).
+REST_RUN_CONF = {**SMALL_RUN_CONF, "raw_drop_timeout_s": 600}
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
@@ -99,16 +101,20 @@ def concurrent_runs(ui_stack, api):
     (one pair instead of a REST run followed by a two-date backfill: a DAG run costs ~6 min on 2 cores)."""
     import subprocess
 
-    for day in (BACKFILL_DATE, RUN_DATE):
-        ui_stack.land(day, day)
+    ui_stack.land(BACKFILL_DATE, BACKFILL_DATE)
     assert api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})[0] == 200
     status, triggered = api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
-                                 {"logical_date": f"{RUN_DATE}T00:00:00Z", "conf": SMALL_RUN_CONF})
+                                 {"logical_date": f"{RUN_DATE}T00:00:00Z", "conf": REST_RUN_CONF})
     assert status == 200, triggered
     command = ["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", BACKFILL_DATE,
                "--to-date", BACKFILL_DATE, "--dag-run-conf", json.dumps(SMALL_RUN_CONF)]
     created = subprocess.run(command, env=ui_stack.process_env(), capture_output=True, text=True, timeout=300)
     assert created.returncode == 0, f"airflow backfill create failed:\n{created.stdout}\n{created.stderr}"
+    # RUN_DATE's drop lands only once its sensor waits on the triggerer (deferred, holding no worker slot).
+    sensor_path = f"{run_path(triggered)}/taskInstances/wait_for_raw_drop"
+    api.wait_for(lambda: api.call("GET", sensor_path)[1].get("state") == "deferred", 600,
+                 "the REST run's sensor to defer", interval_s=2)
+    ui_stack.land(RUN_DATE, RUN_DATE)
 
     def finished():
         runs = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100")[1]["dag_runs"]
@@ -130,7 +136,7 @@ def concurrent_runs(ui_stack, api):
 
 def test_rest_triggered_run_succeeds_with_its_params_and_no_secret_in_its_logs(ui_stack, api, concurrent_runs):
     rest, backfill = concurrent_runs[RUN_DATE], concurrent_runs[BACKFILL_DATE]
-    assert rest["run"]["run_type"] == "manual" and rest["run"]["conf"] == SMALL_RUN_CONF
+    assert rest["run"]["run_type"] == "manual" and rest["run"]["conf"] == REST_RUN_CONF
     assert concurrent_runs["triggered"]["dag_run_id"] == rest["run"]["dag_run_id"]
     states = {task: ti["state"] for task, ti in rest["tasks"].items()}
     assert rest["run"]["state"] == "success", states
@@ -153,6 +159,19 @@ def test_rest_triggered_run_succeeds_with_its_params_and_no_secret_in_its_logs(u
     log_files = ui_stack.task_logs()
     assert "Spark-Submit cmd" in log_files and "epoch 1/" in log_files
     assert ui_stack.secret_key not in log_files and "_HOROVOD_SECRET_KEY" not in log_files
+
+
+def test_the_deferred_sensor_resumed_when_the_drop_landed_and_the_report_link_opens(ui_stack, api, concurrent_runs):
+    """The UI's "Forecast report" extra link of predict (served by the API from the link's XCom) opens the report,
+    no credentials needed; the sensor that waited on the triggerer finished in its first try."""
+    rest = concurrent_runs[RUN_DATE]
+    assert rest["tasks"]["wait_for_raw_drop"]["try_number"] == 1 and rest["tasks"]["wait_for_raw_drop"]["state"] == \
+        "success"
+    status, links = api.call("GET", f"{rest['path']}/taskInstances/predict/links")
+    assert status == 200 and set(links) == {"Forecast report"}, links
+    with urllib.request.urlopen(links["Forecast report"], timeout=30) as response:
+        page = response.read().decode()
+    assert page.count('<img src="data:image/png;base64,') >= 5 and "Rossmann sales forecast" in page
 
 
 def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_path):

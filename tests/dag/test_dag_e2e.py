@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import csv
 import datetime
+import html
 import io
 import json
 import math
 import os
+import re
 import subprocess
+import urllib.request
 
 import pytest
 from stack_helpers import (AIRFLOW_PYTHON, DAG_ID, FIRST_DATE, FIRST_RUN_CONF, JOBS_PYTHON, REPO_ROOT, SCORING_TASKS,
@@ -149,9 +152,28 @@ def test_forecast_is_published_with_submission_and_report(dag_test_stack, first_
     closed = {row["Id"] for row in raw_test if row["Open"] == "0"}
     assert all(float(row["Sales"]) == 0 for row in submission if row["Id"] in closed)
     assert all(float(row["Sales"]) > 0 for row in submission if row["Id"] not in closed)
-    assert b"<html" in dag_test_stack.read_bytes(forecast["report_uri"]).lower()
-    assert any(uri.endswith(".png") for uri in dag_test_stack.list_keys(f"{attempt}/report"))
     assert forecast["forecast_val_exp_rmspe"] > 0
+
+
+def test_the_report_is_one_page_that_opens_from_the_task_link_and_the_log(dag_test_stack, first_run):
+    """The predict task's "Forecast report" extra link and publish_forecast's log line both carry a presigned URL
+    that opens the committed report without credentials; the page embeds its plots, the gate comparison of this
+    run and the training curves."""
+    forecast = first_run["summary"]["xcom"]["publish_forecast"]
+    gate = first_run["summary"]["xcom"]["quality_gate"]
+    attempt = forecast["report_uri"].rsplit("/report/", 1)[0]
+    assert dag_test_stack.list_keys(f"{attempt}/report") == [forecast["report_uri"]], "one self-contained file"
+    page = dag_test_stack.read_bytes(forecast["report_uri"])
+    link = first_run["summary"]["links"]["predict"]
+    logged = re.findall(r"forecast report \(one self-contained page; this presigned link opens it for 24 h\): (\S+)",
+                        first_run["output"])
+    assert link.startswith("http") and "X-Amz-Signature=" in link and logged and "X-Amz-Signature=" in logged[0]
+    for url in (link, logged[0]):
+        with urllib.request.urlopen(url, timeout=30) as response:   # no credentials: the signature is the access
+            assert response.read() == page
+    text = page.decode()
+    assert text.count('<img src="data:image/png;base64,') == text.count("<img ") >= 5
+    assert "Model selection (quality gate)" in text and "Training curves" in text and html.escape(gate["reason"]) in text
 
 
 def test_the_forecast_beats_the_naive_baseline_against_the_generators_truth(dag_test_stack, first_run):

@@ -129,3 +129,39 @@ def test_spark_pool_slots_default_to_one_and_refuse_nonsense():
     for bad in ("0", "-1", "two", ""):
         with pytest.raises(ValueError, match=SPARK_POOL_SLOTS_ENV):
             spark_pool_slots({SPARK_POOL_SLOTS_ENV: bad})
+
+
+def _drop_sensor(deferrable: bool):
+    from rossmann.sensors import RawDropSensor
+
+    return RawDropSensor(task_id="wait_for_raw_drop", bucket_key="s3://rossmann/raw/2015-07-31/_SUCCESS",
+                         aws_conn_id="aws_default", timeout=6 * 3600, timeout_param="raw_drop_timeout_s",
+                         deferrable=deferrable)
+
+
+def test_the_deferrable_sensor_hands_the_wait_to_the_triggerer_with_the_runs_timeout(monkeypatch):
+    from datetime import timedelta
+
+    from airflow.providers.amazon.aws.triggers.s3 import S3KeyTrigger
+    from airflow.sdk.exceptions import TaskDeferred
+
+    sensor = _drop_sensor(deferrable=True)
+    monkeypatch.setattr(type(sensor), "poke", lambda self, context: False)   # the marker is not there yet
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({"params": {"raw_drop_timeout_s": 600}})
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, S3KeyTrigger) and trigger.bucket_key == "s3://rossmann/raw/2015-07-31/_SUCCESS"
+    assert deferred.value.timeout == timedelta(seconds=600)
+    assert trigger.poke_interval == poke_interval_for(600) == 30
+
+
+def test_a_deferred_wait_that_times_out_fails_with_the_actionable_message():
+    """The triggerer's timeout resumes the task through resume_execution (not execute): same message as a poke."""
+    from airflow.sdk.exceptions import AirflowSensorTimeout
+
+    sensor = _drop_sensor(deferrable=True)   # rebuilt on resume: the constructor's timeout, not the run's
+    with pytest.raises(AirflowSensorTimeout) as timed_out:
+        sensor.resume_execution("__fail__", {"error": "Trigger timeout"}, {"params": {"raw_drop_timeout_s": 600}})
+    message = str(timed_out.value)
+    assert "No raw data drop arrived: s3://rossmann/raw/2015-07-31/_SUCCESS did not appear within 600 s" in message
+    assert "rossmann_jobs.synth land" in message

@@ -166,6 +166,11 @@ def write_model(out_uri: str, vocabs: dict[str, list] | None = None, features_ur
         "vocabularies": vocabs, "max_sales": MAX_SALES, "label_transform": "log", "features_uri": features_uri,
         "trained_at": "2015-07-31T00:00:00+00:00", "horovod_size": 2, "best_val_exp_rmspe": 0.5,
     })
-    storage.write_json(storage.join(attempt, "metrics.json"), {"best_epoch": 1, "horovod_size": 2})
+    history = [{"epoch": e, "train_loss": 1.0 / e, "val_loss": 1.2 / e, "train_exp_rmspe": 0.4 / e,
+                "val_exp_rmspe": 0.5 / e} for e in (1, 2)]
+    storage.write_json(storage.join(attempt, "metrics.json"), {
+        "best_epoch": 2, "horovod_size": 2, "epochs": history,
+        "gate_scores": {"challenger": 0.25, "champion": None, "baseline": 0.3, "validation_rows": 100,
+                        "champion_model_uri": None}})
     storage.commit(out_uri, attempt, {})
     return local

@@ -1,6 +1,7 @@
 """End-to-end tests of the predict job on a tiny generated features output and a small real Keras model."""
 from __future__ import annotations
 
+import base64
 import glob
 import html.parser
 import io
@@ -22,7 +23,7 @@ from rossmann_jobs import predict, spark_session, storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.inputs import ForecastInputError
-from rossmann_jobs.forecast.report import HORIZON_PNG, INDEX_HTML, OVERALL_PNG, STORES_PNG
+from rossmann_jobs.forecast.report import INDEX_HTML
 
 import predict_fixtures
 from conftest import JOBS_BIN, REPO_ROOT
@@ -52,9 +53,10 @@ def committed_inputs(root: str, test: pd.DataFrame, validation: pd.DataFrame,
     return SimpleNamespace(root=root, features=features, raw=raw, model=model, model_uri=model_uri)
 
 
-def run_job(spark, inputs: SimpleNamespace) -> SimpleNamespace:
+def run_job(spark, inputs: SimpleNamespace, **report_inputs) -> SimpleNamespace:
     out_uri = storage.join(inputs.root, "out")
-    manifest = predict.run(spark, inputs.model_uri, inputs.features.uri, out_uri, raw_uri=inputs.raw)
+    manifest = predict.run(spark, inputs.model_uri, inputs.features.uri, out_uri, raw_uri=inputs.raw,
+                           **report_inputs)
     attempt = storage.committed_uri(out_uri)
     return SimpleNamespace(
         **vars(inputs), manifest=manifest, attempt=attempt,
@@ -72,8 +74,18 @@ def inputs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def job(spark, inputs):
-    """One predict run (Spark workers start TF and load the model: minutes on a busy 2-core machine)."""
-    return run_job(spark, inputs)
+    """One predict run (Spark workers start TF and load the model: minutes on a busy 2-core machine), with the
+    report's inputs of a DAG run: the run's trained model and a scores summary holding one forecast scored by the
+    as-of date and one scored with a later drop."""
+    as_of = predict_fixtures.TEST_START - timedelta(days=1)
+    scores = storage.join(inputs.root, "scores")
+    storage.write_json(storage.join(scores, "summary.json"), {"forecasts": {
+        key: {"as_of": str(as_of - timedelta(days=back)), "run_id": f"run_{key}", "status": "scored",
+              "scoring_date": str(scored), "days_scored": 2, "rows": 20, "model_exp_rmspe": 0.123456,
+              "baseline_exp_rmspe": 0.2}
+        for key, back, scored in (("known", 5, as_of), ("later", 3, as_of + timedelta(days=1)))}})
+    return run_job(spark, inputs, trained_model_uri=inputs.model_uri, scores_uri=scores,
+                   gate_decision="promoted: beats the naive baseline")
 
 
 @pytest.mark.slow
@@ -174,22 +186,26 @@ class _Page(html.parser.HTMLParser):
 
 
 @pytest.mark.slow
-def test_report_is_a_valid_html_page_with_valid_pngs(job):
-    report_uri = storage.join(job.attempt, "report")
+def test_report_is_one_self_contained_page(job):
     page = _Page()
-    page.feed(storage.read_bytes(storage.join(report_uri, INDEX_HTML)).decode("utf-8"))
-    assert sorted(page.images) == sorted([OVERALL_PNG, STORES_PNG, HORIZON_PNG])
-    for name in page.images:
-        png = storage.read_bytes(storage.join(report_uri, name))
+    page.feed(storage.read_bytes(storage.join(job.attempt, "report", INDEX_HTML)).decode("utf-8"))
+    text = "".join(page.text)
+    # gate comparison and training curves of the trained model, 3 validation/horizon plots, accuracy history
+    assert len(page.images) == 6
+    for source in page.images:
+        assert source.startswith("data:image/png;base64,"), "an image that is not embedded would not open from S3"
+        png = base64.b64decode(source.split(",", 1)[1])
         assert png.startswith(PNG_SIGNATURE) and len(png) > 5000
-    assert f"{job.manifest['summary']['validation_exp_rmspe']:.4f}" in "".join(page.text)
+    assert f"{job.manifest['summary']['validation_exp_rmspe']:.4f}" in text
+    assert "promoted: beats the naive baseline" in text and "none as of the date" in text
+    assert "run_known" in text and "run_later" not in text, "only scores known by the as-of date"
 
 
 @pytest.mark.slow
 def test_commit_lists_all_outputs(job):
     files = job.manifest["files"]
     assert "submission.csv" in files
-    assert {f"report/{n}" for n in (INDEX_HTML, OVERALL_PNG, STORES_PNG, HORIZON_PNG)} <= set(files)
+    assert [f for f in files if f.startswith("report/")] == [f"report/{INDEX_HTML}"]
     assert any(f.startswith("predictions/split=test/") and f.endswith(".parquet") for f in files)
     assert any(f.startswith("predictions/split=validation/") and f.endswith(".parquet") for f in files)
 
@@ -304,7 +320,7 @@ def test_job_reads_and_writes_s3(spark, s3_bucket):
     result = run_job(spark, committed_inputs(s3_bucket, test, validation))
     assert result.attempt.startswith(s3_bucket)
     assert sorted(result.submission["Id"]) == sorted(test["Id"]) and len(result.submission) == len(test)
-    assert storage.read_bytes(storage.join(result.attempt, "report", OVERALL_PNG)).startswith(PNG_SIGNATURE)
+    assert b"data:image/png;base64," in storage.read_bytes(storage.join(result.attempt, "report", INDEX_HTML))
 
 
 @pytest.mark.slow

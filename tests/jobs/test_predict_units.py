@@ -1,6 +1,7 @@
 """Unit tests of the predict job's pure pieces on tiny hand-made frames (no model training, no spark-submit)."""
 from __future__ import annotations
 
+import base64
 import html.parser
 import math
 from datetime import date
@@ -109,22 +110,62 @@ class _ImageSources(html.parser.HTMLParser):
             self.sources.append(dict(attrs)["src"])
 
 
-def test_report_renders_pngs_and_a_page_referencing_them():
+def _page_images(page: str) -> list[bytes]:
+    parser = _ImageSources()
+    parser.feed(page)
+    assert all(src.startswith("data:image/png;base64,") for src in parser.sources), "every image is embedded"
+    return [base64.b64decode(src.split(",", 1)[1]) for src in parser.sources]
+
+
+def _scored(as_of: str, scoring_date: str, model: float) -> dict:
+    return {"as_of": as_of, "run_id": f"run_{as_of}", "status": "scored", "scoring_date": scoring_date,
+            "days_scored": 3, "rows": 30, "model_exp_rmspe": model, "baseline_exp_rmspe": 0.2}
+
+
+def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     days = pd.date_range("2014-08-01", periods=5).date
     daily = pd.DataFrame({"Date": days, "SalesActual": [5.0, 6, 7, 6, 5], "SalesForecast": [5.5, 6, 6, 6, 4]})
     by_store = pd.concat([daily.assign(StoreId=s) for s in (3, 7, 9)])
     horizon = pd.DataFrame({"Date": days, "SalesForecast": [9.0, 0, 8, 7, 9], "OpenStores": [3, 0, 3, 3, 2]})
-    for png in (report.overall_plot(daily, 0.12), report.stores_plot(by_store, {3: 0.1}), report.horizon_plot(horizon)):
-        assert png.startswith(PNG_SIGNATURE) and len(png) > 1000
+    plots = [("overall", report.overall_plot(daily, 0.12)), ("stores", report.stores_plot(by_store, {3: 0.1})),
+             ("horizon", report.horizon_plot(horizon))]
     worst = pd.DataFrame({"StoreId": [7], "rmspe": [0.3]})
     metrics_rows = [("validation exp-RMSPE", 0.1234), ("horizon", {"start": "2015-08-01", "end": "2015-09-17"}),
                     ("validation window", ["2014-08-02", "2014-09-17"])]
-    page = report.index_html("t<1>", metrics_rows, worst, [("artifact: x", "<b>")])
-    parser = _ImageSources()
-    parser.feed(page)
-    assert sorted(parser.sources) == sorted([report.OVERALL_PNG, report.STORES_PNG, report.HORIZON_PNG])
-    assert "0.1234" in page and "&lt;b&gt;" in page and "Store 7" in page
-    assert "start: 2015-08-01, end: 2015-09-17" in page and "2014-08-02 to 2014-09-17" in page
+    history = [{"epoch": e, "train_loss": 1 / e, "val_loss": 1.1 / e, "train_exp_rmspe": 0.5 / e,
+                "val_exp_rmspe": 0.6 / e} for e in (1, 2, 3)]
+    training = {"epochs": history, "best_epoch": 3,
+                "gate_scores": {"challenger": 0.1511, "champion": 0.1622, "baseline": 0.1733, "validation_rows": 480,
+                                "champion_model_uri": "s3://b/models/champions/x"}}
+    accuracy = [_scored("2015-07-20", "2015-07-30", 0.1844), _scored("2015-07-25", "2015-07-30", 0.1955)]
+
+    full = report.forecast_page("t<1>", metrics_rows, plots, worst, [("artifact: x", "<b>")], training,
+                                "s3://b/run/model/a1/metrics.json", "promoted <beats both>", accuracy)
+    images = _page_images(full)
+    # gate comparison, training curves, the 3 validation/horizon plots, accuracy over time
+    assert len(images) == 6 and all(png.startswith(PNG_SIGNATURE) and len(png) > 1000 for png in images)
+    for text in ("0.1234", "&lt;b&gt;", "Store 7", "start: 2015-08-01, end: 2015-09-17", "2014-08-02 to 2014-09-17",
+                 "0.1511", "0.1622", "0.1733", "s3://b/models/champions/x", "promoted &lt;beats both&gt;",
+                 "Training curves", "run_2015-07-20", "0.1955"):
+        assert text in full, text
+    assert "src=\"validation" not in full and ".png\"" not in full, "no image is referenced by path"
+
+    bare = report.forecast_page("t", metrics_rows, plots, worst, [], None, "s3://b/m/metrics.json", None, [])
+    assert len(_page_images(bare)) == 3
+    assert "holds no gate scores" in bare and "No earlier forecast has been scored" in bare
+    assert "Training curves" not in bare
+
+
+def test_the_report_shows_only_scores_known_by_its_as_of_date():
+    """A backfill's report (as of D) must not show accuracy measured with actuals that arrived after D."""
+    from rossmann_jobs.forecast.score_records import scored_as_of
+
+    summary = {"forecasts": {"a": _scored("2015-07-20", "2015-07-30", 0.1), "b": _scored("2015-07-10", "2015-07-12", 0.2),
+                             "c": _scored("2015-07-25", "2015-08-02", 0.3),
+                             "d": {**_scored("2015-07-29", "2015-07-30", 0.4), "status": "pending"}}}
+    assert [e["as_of"] for e in scored_as_of(summary, date(2015, 7, 31))] == ["2015-07-10", "2015-07-20"]
+    assert [e["as_of"] for e in scored_as_of(summary, date(2015, 8, 2))] == ["2015-07-10", "2015-07-20", "2015-07-25"]
+    assert scored_as_of(None, date(2015, 8, 2)) == []
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,58 @@
+"""The forecast report one click away: a presigned URL of the committed `report/index.html`, printed in the
+publish_forecast log and behind the predict task's "Forecast report" extra link.
+
+The report is one self-contained page (its plots are embedded), so the single presigned object opens in a browser
+straight from S3/MinIO. A presigned URL grants read access to that one object until it expires
+(`ROSSMANN_REPORT_URL_EXPIRES_S`, default one day; SigV4 allows at most 7 days, and a URL signed with temporary
+credentials ends with them): share it like the report itself.
+"""
+from __future__ import annotations
+
+import os
+
+from airflow.sdk import BaseOperatorLink
+
+from rossmann.outputs import OutputNotCommittedError, committed_attempt_uri, s3_bucket_key
+
+REPORT_PATH = "report/index.html"   # under a committed predict attempt (rossmann_jobs/predict.py REPORT_DIR)
+EXPIRES_ENV = "ROSSMANN_REPORT_URL_EXPIRES_S"
+DEFAULT_EXPIRES_S = 24 * 3600
+MAX_EXPIRES_S = 7 * 24 * 3600
+
+
+def report_uri(predictions_attempt_uri: str) -> str:
+    return f"{predictions_attempt_uri.rstrip('/')}/{REPORT_PATH}"
+
+
+def url_expiry_s() -> int:
+    """Seconds a presigned report URL stays valid, from $ROSSMANN_REPORT_URL_EXPIRES_S."""
+    text = os.environ.get(EXPIRES_ENV, str(DEFAULT_EXPIRES_S))
+    if not text.isdigit() or not 0 < int(text) <= MAX_EXPIRES_S:
+        raise ValueError(f"{EXPIRES_ENV}={text!r}: must be whole seconds between 1 and {MAX_EXPIRES_S} (7 days)")
+    return int(text)
+
+
+def presigned_url(hook, uri: str, expires_s: int) -> str:
+    """An HTTPS (or the endpoint's scheme) GET URL for one object, signed with the hook's connection."""
+    bucket, key = s3_bucket_key(uri)
+    return hook.generate_presigned_url("get_object", params={"Bucket": bucket, "Key": key}, expires_in=expires_s)
+
+
+class ForecastReportLink(BaseOperatorLink):
+    """The predict task's extra link: its committed report, presigned when the task ends (Airflow 3 stores the
+    link in XCom then; no credential is needed to render it). Empty when the job committed nothing."""
+
+    name = "Forecast report"
+
+    def get_link(self, operator, *, ti_key) -> str:
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        args = list(operator.application_args)
+        out_uri = args[args.index("--out") + 1]
+        hook = S3Hook(aws_conn_id=operator.aws_conn_id)
+        try:
+            attempt = committed_attempt_uri(hook, out_uri)
+        except OutputNotCommittedError:
+            return ""
+        return presigned_url(hook, report_uri(attempt), url_expiry_s())
+
