@@ -33,9 +33,13 @@ def url_expiry_s() -> int:
 
 
 def presigned_url(hook, uri: str, expires_s: int) -> str:
-    """An HTTPS (or the endpoint's scheme) GET URL for one object, signed with the hook's connection."""
+    """A GET URL for one object, signed (SigV4, which AWS requires and which allows up to 7 days) with the hook's
+    connection; the endpoint's scheme and host (MinIO, moto) as the connection sets them."""
+    from botocore.config import Config
+
     bucket, key = s3_bucket_key(uri)
-    return hook.generate_presigned_url("get_object", params={"Bucket": bucket, "Key": key}, expires_in=expires_s)
+    client = hook.get_client_type(config=Config(signature_version="s3v4"))
+    return client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=expires_s)
 
 
 class ForecastReportLink(BaseOperatorLink):

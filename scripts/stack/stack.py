@@ -71,6 +71,11 @@ class Stack:
         return self.state_dir / "log"
 
     @property
+    def s3_dir(self) -> Path:
+        """The embedded S3's buckets and objects (s3_server.py), kept across stops like Airflow's database."""
+        return self.state_dir / "s3"
+
+    @property
     def passwords_file(self) -> Path:
         return self.airflow_home / "simple_auth_manager_passwords.json.generated"
 
@@ -227,11 +232,13 @@ def s3_endpoint(stack: Stack) -> str | None:
 
 
 def start_s3(stack: Stack, port: int | None = None, bucket: str = DEFAULT_BUCKET) -> str:
-    """Start moto's S3 server on loopback (if not running) and make sure the bucket exists; returns the endpoint."""
+    """Start the S3 server (moto, on disk: s3_server.py) on loopback if not running and make sure the bucket exists;
+    returns the endpoint. What an earlier server of this state dir stored is there again."""
     endpoint = s3_endpoint(stack)
     if endpoint is None:
         port = free_port(port or DEFAULT_S3_PORT)
-        start_process(stack, "moto", [str(JOBS_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        start_process(stack, "moto", [str(JOBS_BIN / "python"), str(Path(__file__).with_name("s3_server.py")),
+                                      "-H", "127.0.0.1", "-p", str(port), "--data-dir", str(stack.s3_dir)],
                       {**os.environ})
         stack.write_state("moto.port", str(port))
         endpoint = f"http://127.0.0.1:{port}"

@@ -25,3 +25,67 @@ def test_an_exited_child_is_neither_a_live_pid_nor_a_live_group():
 
 def test_a_process_that_is_not_our_child_is_alive():
     assert embedded.pid_alive(1)
+
+
+def test_the_embedded_s3_keeps_its_objects_across_a_stop_and_a_crash(tmp_path):
+    """The demo's champion and forecasts must outlive the S3 server: a clean stop (SIGTERM) keeps every object,
+    multipart ones too; a kill -9 keeps what was written more than the snapshot interval (1 s) before it."""
+    import os
+    import signal
+
+    state = embedded.Stack(tmp_path)
+    endpoint = embedded.start_s3(state, port=embedded.free_port())
+    bucket = embedded.DEFAULT_BUCKET
+    stack_s3 = StackS3(state, endpoint)
+    big = os.urandom(12 * 1024 * 1024)
+    stack_s3.client.put_object(Bucket=bucket, Key="models/champion.json", Body=b'{"as_of": "2015-07-31"}')
+    stack_s3.upload(bucket, "runs/a/model.h5", big)   # 5 MiB parts: a multipart upload
+    stack_s3.client.copy_object(Bucket=bucket, Key="forecast/latest.json",
+                                CopySource={"Bucket": bucket, "Key": "models/champion.json"})
+    stack_s3.client.delete_object(Bucket=bucket, Key="models/champion.json")
+    try:
+        embedded.stop_process(state, "moto")
+        endpoint = embedded.start_s3(state, port=embedded.free_port())
+        stack_s3 = StackS3(state, endpoint)
+        assert stack_s3.keys(bucket) == ["forecast/latest.json", "runs/a/model.h5"]
+        assert stack_s3.download(bucket, "runs/a/model.h5") == big
+        assert stack_s3.client.get_object(Bucket=bucket, Key="forecast/latest.json")["Body"].read() == \
+            b'{"as_of": "2015-07-31"}'
+
+        stack_s3.client.put_object(Bucket=bucket, Key="after-restart", Body=b"x")
+        time.sleep(3)   # past the snapshot interval
+        os.killpg(embedded.running_pid(state, "moto"), signal.SIGKILL)
+        embedded.stop_process(state, "moto")   # only waits for the killed group to be gone and forgets its pid
+        endpoint = embedded.start_s3(state, port=embedded.free_port())
+        assert StackS3(state, endpoint).keys(bucket) == ["after-restart", "forecast/latest.json", "runs/a/model.h5"]
+    finally:
+        embedded.stop_process(state, "moto")
+
+
+class StackS3:
+    def __init__(self, state, endpoint: str):
+        import boto3
+
+        aws = embedded.aws_env(state, endpoint)
+        self.client = boto3.client("s3", endpoint_url=endpoint, region_name=aws["AWS_DEFAULT_REGION"],
+                                   aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
+                                   aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"])
+
+    def upload(self, bucket: str, key: str, data: bytes) -> None:
+        import io
+
+        from boto3.s3.transfer import TransferConfig
+
+        self.client.upload_fileobj(io.BytesIO(data), bucket, key,
+                                   Config=TransferConfig(multipart_threshold=5 * 1024 * 1024,
+                                                         multipart_chunksize=5 * 1024 * 1024))
+
+    def download(self, bucket: str, key: str) -> bytes:
+        import io
+
+        buffer = io.BytesIO()
+        self.client.download_fileobj(bucket, key, buffer)
+        return buffer.getvalue()
+
+    def keys(self, bucket: str) -> list[str]:
+        return sorted(item["Key"] for item in self.client.list_objects_v2(Bucket=bucket).get("Contents", []))
