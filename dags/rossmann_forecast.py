@@ -41,7 +41,8 @@
 
 A second DAG, `rossmann_forecast_deadline`, alerts when the forecast is not published by the deadline.
 
-Connections: `spark_default` (master; extra `spark_conf` for cluster-wide Spark settings) and `aws_default`
+Connections: `spark_default` (master; extra `spark_conf` for every job's Spark settings, `job_conf` for one job's,
+e.g. `{"prepare": {"spark.driver.memory": "6g"}}`; defaults in rossmann/spark_submit.py) and `aws_default`
 (credentials, extra `endpoint_url` for MinIO/moto). Bucket: environment variable `ROSSMANN_BUCKET` (default
 `rossmann`). Job code location: Variables `rossmann_jobs_root` and `rossmann_py_files` (defaults: this repository).
 """
@@ -233,7 +234,7 @@ def rossmann_forecast():
     prepare = spark_job("prepare_features", "prepare.py", [
         "--raw", plan["raw"], "--out", plan["features"], "--as-of", plan["as_of"],
         "--sample-rate", "{{ params.sample_rate }}", "--seed", "{{ params.seed }}",
-    ], driver_memory="2g")  # the full Rossmann history's vocabularies and accounting need more than the 1g default
+    ])
     champion = find_champion(plan)
     train = spark_job("train_model", "train.py", [
         "--features", plan["features"], "--out", plan["model"],

@@ -4,8 +4,10 @@ Credentials never pass through templated fields (application_args, conf, env_var
 UI and, on YARN, turned into --conf flags. Instead execute() sets the standard AWS_* variables in the task
 process, which spark-submit inherits; rossmann_jobs.spark_session.s3a_conf() maps them onto fs.s3a.* inside the
 job and Spark redacts *.secret.key. A connection without keys (IAM roles, instance profiles) sets nothing.
-Extra Spark settings for every job (e.g. spark.pyspark.python) come from the Spark connection's extra
-`spark_conf` object, so clusters differ only in connections.
+Spark settings come from configuration, so clusters differ only in connections: the project's per-job defaults
+(DEFAULT_JOB_CONF), then the Spark connection's extra `spark_conf` (every job, e.g. spark.pyspark.python), then its
+extra `job_conf` object of per-job settings ({"prepare": {"spark.driver.memory": "6g"}, "train": {...}}: sizing,
+docs/deploy.md), then a task's own `conf`.
 
 A job that exits with status 2 (a known input or feature error, rossmann_jobs.spark_session.run_job) fails the task
 at once with its "<job> failed: <reason>" line: a retry would read the same input and fail the same way.
@@ -21,8 +23,14 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from rossmann.report_link import ForecastReportLink
 
 SPARK_CONF_EXTRA = "spark_conf"
+JOB_CONF_EXTRA = "job_conf"
+JOBS = ("prepare", "train", "predict", "score")   # rossmann_jobs/<job>.py
+# prepare on local[N] holds the materialized feature rows of the whole history in the driver JVM: the full Rossmann
+# history needs more than spark-submit's 1g default (bench/RESULTS.md, "Prepare job").
+DEFAULT_JOB_CONF = {"prepare": {"spark.driver.memory": "2g"}}
 # The jobs' side of this contract is rossmann_jobs.spark_session (BAD_INPUT_EXIT_CODE, run_job's last log line).
 BAD_INPUT_EXIT_CODE = 2
+_SIZING = re.compile(r"memory|cores|cpus|instances")
 _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
 _JOB_FAILURE_LINE = re.compile(r"\b(?:prepare|train|predict|score) failed: .*")
 
@@ -37,6 +45,31 @@ def bad_input_reason(submit_error: str) -> str | None:
         return None
     lines = _JOB_FAILURE_LINE.findall(submit_error)
     return lines[-1].strip() if lines else f"exit status {BAD_INPUT_EXIT_CODE} (bad input); the task log says why"
+
+
+def job_of(application: str) -> str:
+    """The job a spark-submit application runs: rossmann_jobs/<job>.py."""
+    job = application.rstrip("/").rsplit("/", 1)[-1].removesuffix(".py")
+    if job not in JOBS:
+        raise ValueError(f"application {application!r} is not one of the rossmann jobs {list(JOBS)}")
+    return job
+
+
+def job_spark_conf(connection_extra: dict[str, Any], job: str, conn_id: str) -> dict[str, str]:
+    """The job's Spark settings from configuration: DEFAULT_JOB_CONF[job] < extra spark_conf < extra job_conf[job]."""
+    cluster = connection_extra.get(SPARK_CONF_EXTRA) or {}
+    per_job = connection_extra.get(JOB_CONF_EXTRA) or {}
+    if not isinstance(cluster, dict):
+        raise ValueError(f"connection {conn_id!r}: extra '{SPARK_CONF_EXTRA}' must be a JSON object of Spark settings, "
+                         f"got {type(cluster).__name__}")
+    if not isinstance(per_job, dict) or not all(isinstance(v, dict) for v in per_job.values()):
+        raise ValueError(f"connection {conn_id!r}: extra '{JOB_CONF_EXTRA}' must map job names to JSON objects of "
+                         f"Spark settings, e.g. {{\"prepare\": {{\"spark.driver.memory\": \"6g\"}}}}")
+    unknown = sorted(set(per_job) - set(JOBS))
+    if unknown:
+        raise ValueError(f"connection {conn_id!r}: extra '{JOB_CONF_EXTRA}' names {unknown}, which are not jobs; "
+                         f"the jobs are {list(JOBS)}")
+    return {**DEFAULT_JOB_CONF.get(job, {}), **cluster, **per_job.get(job, {})}
 
 
 def aws_environment(aws_conn_id: str | None) -> dict[str, str]:
@@ -67,11 +100,12 @@ class RossmannSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context) -> None:
         from airflow.sdk import BaseHook
 
-        connection_conf = BaseHook.get_connection(self._conn_id).extra_dejson.get(SPARK_CONF_EXTRA) or {}
-        if not isinstance(connection_conf, dict):
-            raise ValueError(f"connection {self._conn_id!r}: extra '{SPARK_CONF_EXTRA}' must be a JSON object "
-                             f"of Spark settings, got {type(connection_conf).__name__}")
-        self.conf = {**connection_conf, **(self.conf or {})}
+        extra = BaseHook.get_connection(self._conn_id).extra_dejson
+        job = job_of(self.application)
+        self.conf = {**job_spark_conf(extra, job, self._conn_id), **(self.conf or {})}
+        self.log.info("Spark sizing of the %s job (connection %r, extras %r/%r): %s", job, self._conn_id,
+                      SPARK_CONF_EXTRA, JOB_CONF_EXTRA,
+                      {key: value for key, value in sorted(self.conf.items()) if _SIZING.search(key)} or "defaults")
         aws_env = aws_environment(self.aws_conn_id)
         os.environ.update(aws_env)
         self.log.info("S3 settings from connection %r passed to spark-submit via the environment: %s",

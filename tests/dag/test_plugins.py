@@ -165,3 +165,49 @@ def test_a_deferred_wait_that_times_out_fails_with_the_actionable_message():
     message = str(timed_out.value)
     assert "No raw data drop arrived: s3://rossmann/raw/2015-07-31/_SUCCESS did not appear within 600 s" in message
     assert "rossmann_jobs.synth land" in message
+
+
+def test_each_jobs_spark_settings_come_from_the_connection_over_the_projects_defaults():
+    from rossmann.spark_submit import DEFAULT_JOB_CONF, job_of, job_spark_conf
+
+    assert job_of("/opt/rossmann/rossmann_jobs/prepare.py") == "prepare"
+    with pytest.raises(ValueError, match="not one of the rossmann jobs"):
+        job_of("/opt/other/job.py")
+    extra = {"spark_conf": {"spark.pyspark.python": "/venv/bin/python", "spark.executor.memory": "2g"},
+             "job_conf": {"prepare": {"spark.driver.memory": "6g"}, "train": {"spark.executor.memory": "8g"}}}
+    assert job_spark_conf({}, "prepare", "spark_default") == DEFAULT_JOB_CONF["prepare"] == \
+        {"spark.driver.memory": "2g"}
+    assert job_spark_conf(extra, "prepare", "spark_default") == {
+        "spark.driver.memory": "6g", "spark.pyspark.python": "/venv/bin/python", "spark.executor.memory": "2g"}
+    assert job_spark_conf(extra, "train", "spark_default")["spark.executor.memory"] == "8g"
+    assert job_spark_conf(extra, "predict", "spark_default") == extra["spark_conf"]
+    with pytest.raises(ValueError, match=r"names \['preapre'\], which are not jobs"):
+        job_spark_conf({"job_conf": {"preapre": {}}}, "prepare", "spark_default")
+    with pytest.raises(ValueError, match="must map job names to JSON objects"):
+        job_spark_conf({"job_conf": {"prepare": "6g"}}, "prepare", "spark_default")
+
+
+def test_the_submitted_command_carries_the_jobs_configured_driver_memory(monkeypatch):
+    """What spark-submit really gets: --conf spark.driver.memory from job_conf (client mode sizes the driver JVM
+    from it), with no literal left in the DAG."""
+    import json
+
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from rossmann.spark_submit import RossmannSparkSubmitOperator
+
+    connection = {"conn_type": "spark", "host": "local[2]",
+                  "extra": {"job_conf": {"prepare": {"spark.driver.memory": "6g"}}}}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
+    commands = []
+
+    def capture(self, context):   # build the command the hook would run, run nothing
+        commands.append(SparkSubmitHook(conf=self.conf, conn_id=self._conn_id)._build_spark_submit_command(
+            self.application))
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", capture)
+    operator = RossmannSparkSubmitOperator(task_id="prepare_features", application="/x/rossmann_jobs/prepare.py",
+                                           conn_id="spark_default", aws_conn_id=None)
+    assert operator._driver_memory is None
+    operator.execute({})
+    assert "spark.driver.memory=6g" in commands[0]
