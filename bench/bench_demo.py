@@ -69,7 +69,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "demo.json").write_text(json.dumps(record, indent=2))
 
-    print(f"| step | seconds |\n|---|---:|")
+    print("| step | seconds |\n|---|---:|")
     for task, seconds in record["tasks_s"].items():
         print(f"| task {task} | {seconds:.1f} |")
     print(f"| **demo total (scripts/demo.sh {' '.join(demo_args)})** | **{record['wall_s']:.1f}** |")

@@ -32,8 +32,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rossmann_jobs import predict, storage
-from rossmann_jobs.features.spec import (CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL, METADATA_FILE,
-                                         TEST_DIR, TRAIN_DIR, VALIDATION_DIR)
+from rossmann_jobs.features.spec import (
+    CATEGORICAL_COLS,
+    CONTINUOUS_COLS,
+    FEATURE_COLS,
+    LABEL_COL,
+    METADATA_FILE,
+    TEST_DIR,
+    TRAIN_DIR,
+    VALIDATION_DIR,
+)
 from rossmann_jobs.forecast.inference import BroadcastModel, with_log_forecast
 from rossmann_jobs.spark_session import build_spark_session
 

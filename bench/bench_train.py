@@ -28,7 +28,6 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "scripts" / "stack"))
 
 import stack as embedded  # noqa: E402  (scripts/stack/stack.py)
-
 from rossmann_jobs.spark_session import build_spark_session  # noqa: E402
 from rossmann_jobs.training.feature_set import load_feature_set, scan_files  # noqa: E402
 from rossmann_jobs.training.params import TrainParams  # noqa: E402

@@ -53,6 +53,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
+
 from rossmann.alerts import task_failure_alert
 from rossmann.pools import SPARK_POOL
 from rossmann.sensors import RawDropSensor
@@ -84,7 +85,8 @@ PARAMS = {
     "hidden_units": Param("256,128", type="string", pattern=r"^[1-9][0-9]{0,4}(,[1-9][0-9]{0,4}){0,7}$",
                           title="Hidden layer widths",
                           description="Comma-separated units of the MLP's dense layers. The Horovod reference's "
-                                      "1000,1000,1000,500 trains ~10x slower for no better forecast (bench/RESULTS.md)."),
+                                      "1000,1000,1000,500 trains ~10x slower for no better forecast "
+                                      "(bench/RESULTS.md)."),
     "warm_start": Param(True, type="boolean", title="Warm start",
                         description="Start from the champion as of the date (trained on data up to then; new "
                                     "vocabulary values get fresh embedding rows) and fine-tune it for "
@@ -166,6 +168,7 @@ def rossmann_forecast():
         """The champion as of the run's date (history record with the greatest as-of <= it), for train to score
         and, with the warm_start param, to start from."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
         from rossmann.steps import find_champion as champion_as_of
 
         return champion_as_of(S3Hook(aws_conn_id="aws_default"), plan, warm_start=bool(params["warm_start"]))
@@ -174,6 +177,7 @@ def rossmann_forecast():
     def read_train_metrics(plan: dict[str, str]) -> dict:
         """The committed model's metrics.json, reduced to the numbers the gate and the UI need."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
         from rossmann.steps import scored_model
 
         return scored_model(S3Hook(aws_conn_id="aws_default"), plan)
@@ -184,6 +188,7 @@ def rossmann_forecast():
         """Promote the new model (pinned copy) if it beats the baseline and is not worse than the champion as of the
         date, on the same rows; predict uses the champion as of the date after the decision."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
         from rossmann.steps import apply_quality_gate
 
         return apply_quality_gate(S3Hook(aws_conn_id="aws_default"), plan, metrics,
@@ -196,6 +201,7 @@ def rossmann_forecast():
         """Check the committed forecast, point `forecast/latest.json` at it (unless a newer as-of date's forecast
         is there: a backfill) and emit the asset event (extra "latest": whether the pointer holds this one)."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
         from rossmann import steps
 
         forecast, latest = steps.publish_forecast(S3Hook(aws_conn_id="aws_default"), plan, gate, dag_run.run_id)
@@ -209,6 +215,7 @@ def rossmann_forecast():
     def find_forecasts_to_score(plan: dict[str, str]) -> str | None:
         """Write the list of published forecasts this run's drop can score; its URI, None (skip) when empty."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
         from rossmann import scoring
 
         return scoring.find_forecasts_to_score(S3Hook(aws_conn_id="aws_default"), plan)
@@ -217,6 +224,7 @@ def rossmann_forecast():
     def publish_scores(plan: dict[str, str], outlet_events=None) -> dict:
         """The scores summary reduced to a few numbers (model vs baseline), as XCom and the scores asset's extra."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
         from rossmann import scoring
 
         compact = scoring.publish_scores(S3Hook(aws_conn_id="aws_default"), plan)

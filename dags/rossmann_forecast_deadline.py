@@ -13,6 +13,7 @@ import os
 from datetime import datetime, timezone
 
 from airflow.sdk import CronTriggerTimetable, dag, task
+
 from rossmann.alerts import forecast_late_alert
 from rossmann.deadline import deadline_cron
 
@@ -35,6 +36,7 @@ def rossmann_forecast_deadline():
         """Fail (and alert) unless `forecast/latest.json` holds a forecast as of the day before the deadline."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
         from airflow.sdk.exceptions import AirflowFailException
+
         from rossmann.deadline import due_as_of, lateness
         from rossmann.outputs import read_pointer
         from rossmann.uris import forecast_pointer_uri

@@ -22,21 +22,50 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import TEST as RAW_TEST
-from rossmann_jobs.features.spec import (CATEGORICAL_COLS, FEATURE_COLS, LABEL_COL, METADATA_FILE, REJECTED_DIR,
-                                         TEST_DIR, TRAIN_DIR, VALIDATION_DIR)
+from rossmann_jobs.features.spec import (
+    CATEGORICAL_COLS,
+    FEATURE_COLS,
+    LABEL_COL,
+    METADATA_FILE,
+    REJECTED_DIR,
+    TEST_DIR,
+    TRAIN_DIR,
+    VALIDATION_DIR,
+)
 from rossmann_jobs.forecast import metrics, report, score_records
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inference import BroadcastModel
-from rossmann_jobs.forecast.inputs import (DATE_TYPES, FLOAT_TYPES, INTEGER_TYPES, ForecastInputError,
-                                           check_columns, check_values, example_rows, feature_types, vocab_sizes)
+from rossmann_jobs.forecast.inputs import (
+    DATE_TYPES,
+    FLOAT_TYPES,
+    INTEGER_TYPES,
+    ForecastInputError,
+    check_columns,
+    check_values,
+    example_rows,
+    feature_types,
+    vocab_sizes,
+)
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL
 from rossmann_jobs.forecast.model_cache import MODEL_FILE
-from rossmann_jobs.forecast.open_rule import (CLOSED, INVALID, OPEN, OPEN_BLANK, OPEN_STATUS_COL, is_forecast,
-                                              with_open_status)
-from rossmann_jobs.forecast.predictions import (SPLIT_COL, TEST, VALIDATION, test_predictions,
-                                                validation_predictions)
-from rossmann_jobs.forecast.submission import (check_accounting, check_forecast_values, check_raw_test_ids,
-                                               check_submission_ids, check_unique_test_ids, csv_bytes)
+from rossmann_jobs.forecast.open_rule import (
+    CLOSED,
+    INVALID,
+    OPEN,
+    OPEN_BLANK,
+    OPEN_STATUS_COL,
+    is_forecast,
+    with_open_status,
+)
+from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST, VALIDATION, test_predictions, validation_predictions
+from rossmann_jobs.forecast.submission import (
+    check_accounting,
+    check_forecast_values,
+    check_raw_test_ids,
+    check_submission_ids,
+    check_unique_test_ids,
+    csv_bytes,
+)
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
 from rossmann_jobs.prepare import read_text_csv
 from rossmann_jobs.spark_session import run_job, stage_progress, timed

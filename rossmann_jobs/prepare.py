@@ -41,12 +41,27 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from rossmann_jobs import storage
 from rossmann_jobs.features import accounting, encode, point_in_time, split
 from rossmann_jobs.features.drop_manifest import DROP_MARKER, mismatches, parse_manifest
-from rossmann_jobs.features.pipeline import (VOCABULARY_ROW, classify_lookups, classify_sales, horizon_row,
-                                             quarantined_rows, sales_features, sales_rows)
+from rossmann_jobs.features.pipeline import (
+    VOCABULARY_ROW,
+    classify_lookups,
+    classify_sales,
+    horizon_row,
+    quarantined_rows,
+    sales_features,
+    sales_rows,
+)
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRAIN, RawFile
 from rossmann_jobs.features.spec import METADATA_FILE, REJECTED_DIR, STORE_ID_COL
-from rossmann_jobs.features.validate import (AccountingError, FileDigest, RawInputError, check_accounting,
-                                             check_reject_fraction, examples_by_problem, parse_columns, parse_header)
+from rossmann_jobs.features.validate import (
+    AccountingError,
+    FileDigest,
+    RawInputError,
+    check_accounting,
+    check_reject_fraction,
+    examples_by_problem,
+    parse_columns,
+    parse_header,
+)
 from rossmann_jobs.spark_session import run_job, stage_progress, timed
 
 log = logging.getLogger("rossmann.prepare")

@@ -2,7 +2,8 @@
 
 spark-submit rossmann_jobs/train.py --features URI --out URI [--num-proc N] [--epochs E] [--batch-size B]
     [--learning-rate LR] [--lr-schedule cosine|plateau] [--warmup-epochs W] [--resume/--no-resume]
-    [--hidden-units 256,128] [--embedding-dim 10] [--champion-model URI] [--warm-start-model URI [--warm-start-epochs N]]
+    [--hidden-units 256,128] [--embedding-dim 10] [--champion-model URI]
+    [--warm-start-model URI [--warm-start-epochs N]]
 
 Each Horovod rank streams its own Parquet shard from the store; nothing is collected to the driver. Rank 0 writes a
 checkpoint to <out>/checkpoints/ every epoch; a re-run of the same --out resumes from it (unless --no-resume).

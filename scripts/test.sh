@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's test command: set everything up, then run the job-side and the Airflow-side test suites.
+# The README's test command: set everything up, lint (ruff), then run the job-side and the Airflow-side test suites.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -16,6 +16,8 @@ cat "$SYSTEM_SETUP_LOG"
 
 export PATH="$ROOT/.venvs/jobs/bin:$PATH"   # spark-submit and the jobs' python for subprocesses
 status=0
+echo "== lint: ruff ([tool.ruff] in pyproject.toml)"
+.venvs/jobs/bin/ruff check . || status=$?
 echo "== tests: job side (.venvs/jobs)"
 .venvs/jobs/bin/python -m pytest tests/jobs -p no:cacheprovider --durations=15 "$@" || status=$?
 echo "== tests: Airflow side (.venvs/airflow)"

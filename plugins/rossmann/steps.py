@@ -6,8 +6,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
-from rossmann.outputs import (committed_attempt_uri, copy_files, exists, list_uris, read_json, read_manifest,
-                              read_pointer, train_summary, write_json)
+from rossmann.outputs import (
+    committed_attempt_uri,
+    copy_files,
+    exists,
+    list_uris,
+    read_json,
+    read_manifest,
+    read_pointer,
+    train_summary,
+    write_json,
+)
 from rossmann.publication import forecast_registry_record, replaces_latest
 from rossmann.report_link import presigned_url, report_uri, url_expiry_s
 from rossmann.uris import pinned_model_uri, record_as_of

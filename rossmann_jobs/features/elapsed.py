@@ -6,6 +6,7 @@ from typing import Mapping
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+
 def event_flags() -> dict[str, Column]:
     """Promo, StateHoliday, SchoolHoliday as booleans: anything but "0"/0 is an event (as in the example)."""
     return {"Promo": F.col("Promo") != 0, "StateHoliday": F.col("StateHoliday") != "0",

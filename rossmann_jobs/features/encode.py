@@ -9,8 +9,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from rossmann_jobs.features import split
-from rossmann_jobs.features.spec import (CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL, STORE_ID_COL,
-                                         TEST_DIR, TRAIN_DIR, UNKNOWN_INDEX, VALIDATION_DIR)
+from rossmann_jobs.features.spec import (
+    CATEGORICAL_COLS,
+    CONTINUOUS_COLS,
+    FEATURE_COLS,
+    LABEL_COL,
+    STORE_ID_COL,
+    TEST_DIR,
+    TRAIN_DIR,
+    UNKNOWN_INDEX,
+    VALIDATION_DIR,
+)
 
 MAP_LOOKUP_MAX = 64         # other vocabularies up to this size are encoded with a literal map, larger ones with a join
 ARRAY_LOOKUP_MAX_SPAN = 1 << 16   # integer vocabularies spanning up to this many values are an array lookup

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs.features.calendar import COMPETITION_SINCE, PROMO2_SINCE, add_since_dates
 from rossmann_jobs.features.point_in_time import AFTER_AS_OF, WEEK_START, dated_after, week_end
-from rossmann_jobs.features.raw_schemas import RawFile, WEATHER_FEATURE_COLS
+from rossmann_jobs.features.raw_schemas import WEATHER_FEATURE_COLS, RawFile
 from rossmann_jobs.features.validate import acceptable, quarantine_duplicates, quarantine_first, quarantine_where
 
 GERMANY_TREND_FILE = "Rossmann_DE"

@@ -14,8 +14,13 @@ from rossmann_jobs.features.elapsed import add_elapsed, flag_events
 from rossmann_jobs.features.raw_schemas import TEST, RawFile
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, LABEL_COL
 from rossmann_jobs.features.split import IN_SCOPE, OUTCOME, SOURCE, Windows, assign_outcome, in_scope
-from rossmann_jobs.features.validate import (PROBLEM, acceptable, countable_copy, quarantine_copies,
-                                             quarantine_duplicates)
+from rossmann_jobs.features.validate import (
+    PROBLEM,
+    acceptable,
+    countable_copy,
+    quarantine_copies,
+    quarantine_duplicates,
+)
 
 SALES_COLS = ["Id", "Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo", "StateHoliday",
               "SchoolHoliday"]

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rossmann_jobs.forecast.report import (accuracy_table, embedded_png, html_table, over_time_plot, page, plt,
-                                           png_bytes)
+from rossmann_jobs.forecast.report import accuracy_table, embedded_png, html_table, over_time_plot, page, plt, png_bytes
 from rossmann_jobs.forecast.score_records import SCORED, by_lead_day
 from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
 

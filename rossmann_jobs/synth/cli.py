@@ -12,8 +12,15 @@ from typing import Sequence
 from rossmann_jobs import storage
 from rossmann_jobs.features.drop_manifest import DROP_MARKER, manifest_bytes
 from rossmann_jobs.spark_session import configure_logging, timed
-from rossmann_jobs.synth.dataset import (DEFAULT_SEED, DEFAULT_SIGMA, DEFAULT_STORES, RAW_FILES, SynthConfig,
-                                         SynthDataset, build_dataset)
+from rossmann_jobs.synth.dataset import (
+    DEFAULT_SEED,
+    DEFAULT_SIGMA,
+    DEFAULT_STORES,
+    RAW_FILES,
+    SynthConfig,
+    SynthDataset,
+    build_dataset,
+)
 from rossmann_jobs.synth.drops import DailyDrops, check_drop_date
 
 log = logging.getLogger("rossmann.synth")

@@ -7,8 +7,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rossmann_jobs.synth import files
-from rossmann_jobs.synth.calendar import (TEST_END, TEST_START, TRAIN_END, TRAIN_START, build_calendar, promo_days,
-                                          school_holidays, state_holidays)
+from rossmann_jobs.synth.calendar import (
+    TEST_END,
+    TEST_START,
+    TRAIN_END,
+    TRAIN_START,
+    build_calendar,
+    promo_days,
+    school_holidays,
+    state_holidays,
+)
 from rossmann_jobs.synth.grids import DataGrids, SalesModel
 from rossmann_jobs.synth.layout import choose_layout
 from rossmann_jobs.synth.opening import open_days, open_without_sales
@@ -17,8 +25,13 @@ from rossmann_jobs.synth.sales import expected_sales, observe, sales_factors, we
 from rossmann_jobs.synth.states import STATE_CODES, trend_code, trend_file_names
 from rossmann_jobs.synth.stores import generate_stores
 from rossmann_jobs.synth.trend import generate_trends
-from rossmann_jobs.synth.truth import (best_scaled_floor, expected_values_parquet, floor_entry, theoretical_floor,
-                                       validation_window)
+from rossmann_jobs.synth.truth import (
+    best_scaled_floor,
+    expected_values_parquet,
+    floor_entry,
+    theoretical_floor,
+    validation_window,
+)
 from rossmann_jobs.synth.weather import generate_weather
 
 log = logging.getLogger("rossmann.synth")

@@ -1,10 +1,10 @@
 """A forecast for as-of D scored against the generator's truth: the hidden sales of the horizon, beside the floors.
 
-`python -m rossmann_jobs.synth score --stores N --seed S --as-of D --raw DROP --predictions URI` regenerates the data set the
-drop came from (deterministic), reads the predict job's committed output (submission.csv and the naive seasonal
-baseline in predictions/) and prints exp-RMSPE against the hidden Sales of the drop's test.csv rows (Sales > 0):
-the model, the naive baseline, the noise floor (the noise-free expected sales) and the point-in-time floor (the
-expected sales as known on D, synth/point_in_time.py).
+`python -m rossmann_jobs.synth score --stores N --seed S --as-of D --raw DROP --predictions URI` regenerates the
+data set the drop came from (deterministic), reads the predict job's committed output (submission.csv and the naive
+seasonal baseline in predictions/) and prints exp-RMSPE against the hidden Sales of the drop's test.csv rows
+(Sales > 0): the model, the naive baseline, the noise floor (the noise-free expected sales) and the point-in-time
+floor (the expected sales as known on D, synth/point_in_time.py).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The point-in-time floor: the expected sales of D's horizon with the factors unknowable on D replaced by what is known.
+"""The point-in-time floor: the expected sales of D's horizon, the factors unknowable on D replaced by what is known.
 
 The noise floor scores the oracle, which knows each horizon day's real weather and Google trend. On D neither is
 known, so no forecast made on D can reach it. The point-in-time expectation keeps every factor that is known on D

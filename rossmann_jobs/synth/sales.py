@@ -73,7 +73,8 @@ def weather_factor(weather: Weather) -> np.ndarray:
 
 
 def trend_factor(trend_state: np.ndarray, trend_de: np.ndarray) -> np.ndarray:
-    """[day, store] sales factor of the relative Google trend of the store's state ([day, store]) and Germany ([day])."""
+    """[day, store] sales factor of the relative Google trend of the store's state ([day, store]) and of Germany
+    ([day])."""
     return trend_state ** TREND_ELASTICITY * (trend_de ** TREND_DE_ELASTICITY)[:, None]
 
 

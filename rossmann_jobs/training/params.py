@@ -11,7 +11,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-
 LR_SCHEDULES = ("plateau", "cosine")
 
 

@@ -22,11 +22,15 @@ from typing import Any
 
 from rossmann_jobs.training import checkpoint, schedule
 from rossmann_jobs.training.feature_set import ParquetUnit, rank_units
-from rossmann_jobs.training.model import (TrainStatistics, build_model, exp_rmspe_sums_tf, make_optimizer,
-                                          rmspe_from_sums)
+from rossmann_jobs.training.model import (
+    TrainStatistics,
+    build_model,
+    exp_rmspe_sums_tf,
+    make_optimizer,
+    rmspe_from_sums,
+)
 from rossmann_jobs.training.params import TrainParams
-from rossmann_jobs.training.shard_input import (eval_chunks, local_copies, split_label, steps_per_epoch,
-                                                train_dataset)
+from rossmann_jobs.training.shard_input import eval_chunks, local_copies, split_label, steps_per_epoch, train_dataset
 from rossmann_jobs.training.warm_start import WarmStart, load_weights
 
 log = logging.getLogger("rossmann.train")

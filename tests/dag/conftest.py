@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from stack_helpers import FIRST_DATE, FIRST_RUN_CONF, embedded, run_dag, start_stack
 
 

@@ -4,6 +4,7 @@ webhook sink through the rossmann_alerts connection."""
 from __future__ import annotations
 
 import pytest
+
 from stack_helpers import AlertSink
 
 pytestmark = pytest.mark.slow

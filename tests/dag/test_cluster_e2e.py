@@ -20,8 +20,18 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from stack_helpers import (FIRST_DATE, FIRST_RUN_CONF, JOBS_PYTHON, REPO_ROOT, SCORING_TASKS, embedded, run_dag,
-                           start_stack, task_tries)
+
+from stack_helpers import (
+    FIRST_DATE,
+    FIRST_RUN_CONF,
+    JOBS_PYTHON,
+    REPO_ROOT,
+    SCORING_TASKS,
+    embedded,
+    run_dag,
+    start_stack,
+    task_tries,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,21 @@ import subprocess
 import urllib.request
 
 import pytest
-from stack_helpers import (AIRFLOW_PYTHON, DAG_ID, FIRST_DATE, FIRST_RUN_CONF, JOBS_PYTHON, REPO_ROOT, SCORING_TASKS,
-                           SMALL_RUN_CONF, SMALL_STORES, TASKS, embedded, run_dag)
+
+from stack_helpers import (
+    AIRFLOW_PYTHON,
+    DAG_ID,
+    FIRST_DATE,
+    FIRST_RUN_CONF,
+    JOBS_PYTHON,
+    REPO_ROOT,
+    SCORING_TASKS,
+    SMALL_RUN_CONF,
+    SMALL_STORES,
+    TASKS,
+    embedded,
+    run_dag,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +42,8 @@ BACKFILL_DATES = ["2015-07-29", "2015-07-30"]
 # On the middle day a negative tolerance demands a 99 % improvement: the gate must keep the champion as of that day.
 # That run also warm-starts from the champion as of its date.
 KEEP_CHAMPION_DATE = BACKFILL_DATES[1]
-# SMALL_RUN_CONF trains for 6 epochs (FIRST_RUN_CONF 12): a model that learns is far below this (an untrained or saturated one is
-# around 1 or above).
+# SMALL_RUN_CONF trains for 6 epochs (FIRST_RUN_CONF 12): a model that learns is far below this (an untrained or
+# saturated one is around 1 or above).
 LEARNED_VAL_EXP_RMSPE = 0.5
 
 
@@ -173,7 +186,8 @@ def test_the_report_is_one_page_that_opens_from_the_task_link_and_the_log(dag_te
             assert response.read() == page
     text = page.decode()
     assert text.count('<img src="data:image/png;base64,') == text.count("<img ") >= 5
-    assert "Model selection (quality gate)" in text and "Training curves" in text and html.escape(gate["reason"]) in text
+    assert "Model selection (quality gate)" in text and "Training curves" in text
+    assert html.escape(gate["reason"]) in text
 
 
 def test_the_forecast_beats_the_naive_baseline_against_the_generators_truth(dag_test_stack, first_run):
@@ -261,7 +275,8 @@ def test_gate_keeps_the_champion_as_of_its_date_when_the_new_model_is_not_good_e
     previous = backfill_runs[BACKFILL_DATES[0]]["summary"]["xcom"]["quality_gate"]
     xcom = backfill_runs[KEEP_CHAMPION_DATE]["summary"]["xcom"]
     gate, metrics, found = xcom["quality_gate"], xcom["read_train_metrics"], xcom["find_champion"]
-    assert found["champion_model_uri"] == previous["champion_model_uri"] and found["champion_as_of"] == BACKFILL_DATES[0]
+    assert found["champion_model_uri"] == previous["champion_model_uri"]
+    assert found["champion_as_of"] == BACKFILL_DATES[0]
     # The champion was scored on this run's own validation rows, not taken from its record.
     scores = metrics["gate_scores"]
     assert scores["champion_model_uri"] == previous["champion_model_uri"]
@@ -292,7 +307,8 @@ def test_a_warm_started_run_fine_tunes_the_champion_as_of_its_date(dag_test_stac
     cold = backfill_runs[BACKFILL_DATES[0]]["summary"]["xcom"]["read_train_metrics"]
     assert cold["warm_start"]["used"] is False
     cold_first_epoch = dag_test_stack.read_json(cold["metrics_uri"])["epochs"][0]["val_exp_rmspe"]
-    print(f"val exp_rmspe after epoch 1: warm {committed['epochs'][0]['val_exp_rmspe']:.4f}, cold {cold_first_epoch:.4f}")
+    print(f"val exp_rmspe after epoch 1: warm {committed['epochs'][0]['val_exp_rmspe']:.4f}, "
+          f"cold {cold_first_epoch:.4f}")
     assert committed["epochs"][0]["val_exp_rmspe"] < cold_first_epoch
     assert committed["best_val_exp_rmspe"] < LEARNED_VAL_EXP_RMSPE
 

@@ -8,6 +8,7 @@ import sys
 from datetime import timedelta
 
 import pytest
+
 from stack_helpers import DAG_ID, REPO_ROOT
 
 HEAVY_MODULES = ("tensorflow", "pyspark", "horovod", "pandas", "numpy", "pyarrow", "keras")

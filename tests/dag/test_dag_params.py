@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+
 from stack_helpers import DAG_ID, REPO_ROOT
 
 

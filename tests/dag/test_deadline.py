@@ -7,7 +7,8 @@ import subprocess
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
-from stack_helpers import AlertSink, REPO_ROOT
+
+from stack_helpers import REPO_ROOT, AlertSink
 
 DEADLINE_DAG_ID = "rossmann_forecast_deadline"
 
@@ -42,6 +43,7 @@ def test_a_forecast_is_late_unless_the_pointer_holds_the_due_date_or_later(publi
 
 def test_the_deadline_dag_runs_daily_at_the_deadline_and_alerts_on_failure():
     from airflow.dag_processing.dagbag import DagBag
+
     from rossmann.alerts import ALERTS_CONN_ID, AlertWebhook
 
     bag = DagBag(dag_folder=str(REPO_ROOT / "dags" / "rossmann_forecast_deadline.py"))

@@ -6,6 +6,7 @@ import math
 from datetime import date
 
 import pytest
+
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
 from rossmann.steps import NoModelError, apply_quality_gate, find_champion
 from rossmann.uris import plan_run_uris

@@ -5,6 +5,7 @@ import json
 from datetime import date
 
 import pytest
+
 from rossmann.outputs import train_summary
 from rossmann.pools import SPARK_POOL_SLOTS_ENV, spark_pool_slots
 from rossmann.publication import replaces_latest
@@ -194,6 +195,7 @@ def test_the_submitted_command_carries_the_jobs_configured_driver_memory(monkeyp
 
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
     from rossmann.spark_submit import RossmannSparkSubmitOperator
 
     connection = {"conn_type": "spark", "host": "local[2]",

@@ -5,6 +5,7 @@ import json
 from datetime import date
 
 import pytest
+
 from rossmann import scoring
 from rossmann.publication import forecast_registry_record
 from rossmann.uris import forecast_record_key, forecast_record_uri, plan_run_uris

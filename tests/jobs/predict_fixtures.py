@@ -14,8 +14,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import (CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL, METADATA_FILE,
-                                         TEST_DIR, TRAIN_DIR, VALIDATION_DIR)
+from rossmann_jobs.features.spec import (
+    CATEGORICAL_COLS,
+    CONTINUOUS_COLS,
+    FEATURE_COLS,
+    LABEL_COL,
+    METADATA_FILE,
+    TEST_DIR,
+    TRAIN_DIR,
+    VALIDATION_DIR,
+)
 
 STORE_IDS = [1, 3, 7, 12, 25, 40]     # non-contiguous, so a raw id used as an index would show
 MAX_SALES = 20000.0
@@ -54,8 +62,11 @@ def make_frames(days: int = 6, seed: int = 0, blank_open: int = 2) -> tuple[pd.D
     """(test, validation) frames in the prepared schema; test Ids are shuffled, Sundays closed, a few Open blank."""
     rng = np.random.default_rng(seed)
     vocabs = vocabularies()
-    grid = lambda start: pd.DataFrame([(s, start + timedelta(days=d)) for d in range(days) for s in STORE_IDS],
-                                      columns=["StoreId", "Date"])
+
+    def grid(start):
+        return pd.DataFrame([(s, start + timedelta(days=d)) for d in range(days) for s in STORE_IDS],
+                            columns=["StoreId", "Date"])
+
     test = grid(TEST_START)
     test.insert(0, "Id", rng.permutation(len(test)).astype(np.int32) + 1)
     open_flags = pd.array([0 if d.isoweekday() == 7 else 1 for d in test["Date"]], dtype="Int32")

@@ -9,9 +9,19 @@ import pytest
 from pyspark.sql import functions as F
 
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, TEST, TRAIN
-from rossmann_jobs.features.validate import (PROBLEM, AccountingError, FileDigest, RawInputError, check_accounting,
-                                             check_reject_fraction, json_record, parse_columns, parse_header,
-                                             problem_columns, quarantine_duplicates)
+from rossmann_jobs.features.validate import (
+    PROBLEM,
+    AccountingError,
+    FileDigest,
+    RawInputError,
+    check_accounting,
+    check_reject_fraction,
+    json_record,
+    parse_columns,
+    parse_header,
+    problem_columns,
+    quarantine_duplicates,
+)
 
 TRAIN_HEADER = "Store,DayOfWeek,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday"
 

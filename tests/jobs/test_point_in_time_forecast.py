@@ -23,12 +23,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from job_process import JobProcess
 from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import RAW_FILES
-
-from job_process import JobProcess
-from test_point_in_time import (AS_OF, SEED, SPLITS, STORES, committed_splits, perturbed, read_csv, week_end_of,
-                               write_csv)
+from test_point_in_time import (
+    AS_OF,
+    SEED,
+    SPLITS,
+    STORES,
+    committed_splits,
+    perturbed,
+    read_csv,
+    week_end_of,
+    write_csv,
+)
 
 pytestmark = pytest.mark.slow
 

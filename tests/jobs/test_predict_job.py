@@ -16,17 +16,16 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+import pyspark
 import pytest
 
-import pyspark
+import predict_fixtures
+from conftest import JOBS_BIN, REPO_ROOT
 from rossmann_jobs import predict, spark_session, storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.inputs import ForecastInputError
 from rossmann_jobs.forecast.report import INDEX_HTML
-
-import predict_fixtures
-from conftest import JOBS_BIN, REPO_ROOT
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 HAS_S3A = bool(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop-aws-*.jar")))

@@ -11,16 +11,14 @@ import pandas as pd
 import pytest
 from pyspark.sql import types as T
 
+import predict_fixtures
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
 from rossmann_jobs.forecast import metrics, model_cache, report
 from rossmann_jobs.forecast.inference import forecast_batches, predict_log_sales
 from rossmann_jobs.forecast.inputs import ForecastInputError, check_values
 from rossmann_jobs.forecast.open_rule import OPEN_STATUS_COL, with_open_status
-from rossmann_jobs.forecast.submission import (SubmissionCheckError, check_accounting, check_submission_ids,
-                                               csv_bytes)
+from rossmann_jobs.forecast.submission import SubmissionCheckError, check_accounting, check_submission_ids, csv_bytes
 from rossmann_jobs.forecast.vocabulary import index_mapping, mappings_to_model, remap_indices
-
-import predict_fixtures
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -160,7 +158,8 @@ def test_the_report_shows_only_scores_known_by_its_as_of_date():
     """A backfill's report (as of D) must not show accuracy measured with actuals that arrived after D."""
     from rossmann_jobs.forecast.score_records import scored_as_of
 
-    summary = {"forecasts": {"a": _scored("2015-07-20", "2015-07-30", 0.1), "b": _scored("2015-07-10", "2015-07-12", 0.2),
+    summary = {"forecasts": {"a": _scored("2015-07-20", "2015-07-30", 0.1),
+                             "b": _scored("2015-07-10", "2015-07-12", 0.2),
                              "c": _scored("2015-07-25", "2015-08-02", 0.3),
                              "d": {**_scored("2015-07-29", "2015-07-30", 0.4), "status": "pending"}}}
     assert [e["as_of"] for e in scored_as_of(summary, date(2015, 7, 31))] == ["2015-07-10", "2015-07-20"]

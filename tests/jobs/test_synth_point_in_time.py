@@ -30,7 +30,8 @@ def with_other_future(grids, as_of: dt.date, rng: np.random.Generator):
     weather[after] *= rng.uniform(0.8, 1.1, weather[after].shape)
     week_ends = np.array([np.datetime64(start + dt.timedelta(days=6)) for start in grids.trends.week_start])
     relative = model.relative_trend_by_week.copy()
-    relative[week_ends > np.datetime64(as_of)] *= rng.uniform(0.5, 1.5, relative[week_ends > np.datetime64(as_of)].shape)
+    later = week_ends > np.datetime64(as_of)
+    relative[later] *= rng.uniform(0.5, 1.5, relative[later].shape)
 
     def trend(rel):
         joined = rel[grids.trends.day_to_week]
