@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from rossmann_jobs.job_protocol import BAD_INPUT_EXIT_CODE, failure_line
 from rossmann_jobs.storage import s3_endpoint
 
 log = logging.getLogger("rossmann")
@@ -142,11 +143,6 @@ def timed(step: str, timings: dict[str, float] | None = None) -> Iterator[None]:
         log.info("%s: finished in %.1f s", step, seconds)
 
 
-# The jobs' exit status for a known input or feature error: a re-run of the same task cannot fix it, so the
-# operator (plugins/rossmann/spark_submit.py) fails the task without retries, citing the "<job> failed:" line.
-BAD_INPUT_EXIT_CODE = 2
-
-
 def run_job(name: str, job: Callable[[Any], None], known_errors: tuple[type[BaseException], ...]) -> int:
     """The shell of every job's main(): one session, always stopped; a known error becomes one
     "<name> failed: <reason>" line and exit status 2. Anything else propagates (exit 1: retryable)."""
@@ -162,5 +158,5 @@ def run_job(name: str, job: Callable[[Any], None], known_errors: tuple[type[Base
         return 0
     # Logged after spark.stop()'s own lines, so it is among the last lines of spark-submit's output: the operator
     # reads the failure reason from there.
-    log.error("%s failed: %s", name, " ".join(str(failure).splitlines()))
+    log.error(failure_line(name, failure))
     return BAD_INPUT_EXIT_CODE

@@ -6,14 +6,15 @@ import logging
 import os
 import time
 import uuid
-from datetime import datetime, timezone
 from typing import Any, Callable, TypeVar
 from urllib.parse import urlparse
+
+from rossmann_jobs import commit_protocol as protocol
+from rossmann_jobs.commit_protocol import MANIFEST_NAME, OutputNotCommittedError  # noqa: F401  (storage's API)
 
 log = logging.getLogger("rossmann.storage")
 T = TypeVar("T")
 
-MANIFEST_NAME = "_SUCCESS"
 
 # Two layers of S3 retries, so a short outage of the endpoint (a restart, a network blip) does not fail a job:
 # - every pyarrow S3 request: the AWS SDK's default strategy, attempt k after 25 ms x 2^k; 8 retries = ~6.4 s, silent;
@@ -26,10 +27,6 @@ MAX_RETRY_DELAY_S = 8.0
 TRANSIENT_S3_ERRORS = ("NETWORK_CONNECTION", "curlCode", "SERVICE_UNAVAILABLE", "SLOW_DOWN", "INTERNAL_FAILURE",
                        "REQUEST_TIMEOUT", "THROTTLING", "Connection reset", "Couldn't connect",
                        "Could not connect")   # curl's wording in pyarrow 10 and in pyarrow 25
-
-
-class OutputNotCommittedError(RuntimeError):
-    """Raised when a reader asks for an output whose producer never committed it."""
 
 
 class StorageUnavailableError(OSError):
@@ -205,29 +202,18 @@ def upload_dir(local_dir: str, uri: str) -> None:
                 write_bytes(join(uri, rel), handle.read())
 
 
-# --- Atomic commit protocol -------------------------------------------------------------------------------------
-# S3 has no rename, so a job never writes its result in place. It writes everything under a fresh attempt prefix,
-# `<out>/attempts/<attempt_id>/`, and commits by writing one small manifest object, `<out>/_SUCCESS`, that names the
-# attempt. A single PUT (or a local rename) is atomic, so readers see either the previous committed attempt or the
-# new one, never a half-written result. A crashed or re-run task leaves at most an orphan attempt, removed by the
-# next successful commit.
+# --- Atomic commit protocol (rossmann_jobs/commit_protocol.py) -------------------------------------------------
 
 def new_attempt_uri(out_uri: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return join(out_uri, "attempts", f"{stamp}-{uuid.uuid4().hex[:8]}")
+    return join(out_uri, protocol.new_attempt_name())
 
 
 def commit(out_uri: str, attempt_uri: str, summary: dict[str, Any] | None = None, keep_previous: bool = False) -> dict:
     """Publish attempt_uri as the output at out_uri; then remove the other attempts (unless keep_previous)."""
-    manifest = {
-        "attempt": attempt_uri.rstrip("/")[len(out_uri.rstrip("/")) + 1:],
-        "committed_at": datetime.now(timezone.utc).isoformat(),
-        "files": [f[len(attempt_uri.rstrip("/")) + 1:] for f in list_files(attempt_uri)],
-        "summary": summary or {},
-    }
-    write_json(join(out_uri, MANIFEST_NAME), manifest)
+    manifest = protocol.manifest_document(out_uri, attempt_uri, list_files(attempt_uri), summary)
+    write_json(protocol.manifest_uri(out_uri), manifest)
     if not keep_previous:
-        current = join(out_uri, manifest["attempt"])
+        current = protocol.attempt_uri(out_uri, manifest)
         for attempt in _attempt_prefixes(out_uri):
             if attempt != current:
                 delete_prefix(attempt)
@@ -235,20 +221,16 @@ def commit(out_uri: str, attempt_uri: str, summary: dict[str, Any] | None = None
 
 
 def _attempt_prefixes(out_uri: str) -> set[str]:
-    root = join(out_uri, "attempts")
+    root = join(out_uri, protocol.ATTEMPTS_DIR)
     return {"/".join(f.split("/")[: len(root.split("/")) + 1]) for f in list_files(root)}
 
 
 def read_manifest(out_uri: str) -> dict:
-    manifest_uri = join(out_uri, MANIFEST_NAME)
-    if not exists(manifest_uri):
-        raise OutputNotCommittedError(
-            f"{out_uri} has no committed output ({MANIFEST_NAME} manifest missing): the job that writes it has not "
-            "finished successfully. Re-run that task first."
-        )
-    return read_json(manifest_uri)
+    if not exists(protocol.manifest_uri(out_uri)):
+        raise protocol.not_committed(out_uri)
+    return protocol.parse_manifest(read_bytes(protocol.manifest_uri(out_uri)), out_uri)
 
 
 def committed_uri(out_uri: str) -> str:
     """The attempt prefix that holds the committed output at out_uri."""
-    return join(out_uri, read_manifest(out_uri)["attempt"])
+    return protocol.attempt_uri(out_uri, read_manifest(out_uri))

@@ -92,7 +92,11 @@ setup_airflow_env() {
   say "airflow env: $AIRFLOW_ENV"
   ensure_venv "$AIRFLOW_ENV"
   "$AIRFLOW_ENV/bin/pip" install -q -r "$ROOT/requirements.txt" -c "$ROOT/constraints/airflow.txt"
+  # The plugins import the protocols the jobs write (rossmann_jobs/commit_protocol.py, job_protocol.py: standard
+  # library only); the package declares no dependencies, and --no-deps keeps it that way.
+  "$AIRFLOW_ENV/bin/pip" install -q --no-deps -e "$ROOT"
   "$AIRFLOW_ENV/bin/python" -c 'import airflow.sdk, airflow.providers.apache.spark, airflow.providers.amazon'
+  "$AIRFLOW_ENV/bin/python" -c 'import rossmann_jobs.commit_protocol, rossmann_jobs.job_protocol'
   echo "$stamp" > "$AIRFLOW_ENV/.stamp"
   say "airflow env ready"
 }

@@ -1,14 +1,11 @@
-"""Committed job outputs (the `_SUCCESS` manifest protocol of rossmann_jobs.storage) read from S3 via S3Hook."""
+"""Committed job outputs (rossmann_jobs/commit_protocol.py, the protocol the jobs write) read from S3 via S3Hook."""
 from __future__ import annotations
 
 import json
 from typing import Any
 
-MANIFEST_NAME = "_SUCCESS"
-
-
-class OutputNotCommittedError(RuntimeError):
-    """A job output has no `_SUCCESS` manifest: the job that writes it did not finish successfully."""
+from rossmann_jobs import commit_protocol as protocol
+from rossmann_jobs.commit_protocol import OutputNotCommittedError  # noqa: F401  (raised by read_manifest)
 
 
 def s3_bucket_key(uri: str) -> tuple[str, str]:
@@ -43,18 +40,15 @@ def list_uris(hook, prefix_uri: str) -> list[str]:
 
 def read_manifest(hook, out_uri: str) -> dict[str, Any]:
     """`<out>/_SUCCESS`: the committed attempt (relative to out) and the files it holds."""
-    manifest_uri = f"{out_uri.rstrip('/')}/{MANIFEST_NAME}"
-    if not exists(hook, manifest_uri):
-        raise OutputNotCommittedError(
-            f"{out_uri} has no committed output ({manifest_uri} is missing): the task that writes it did not "
-            "finish successfully. Clear and re-run that task."
-        )
-    return read_json(hook, manifest_uri)
+    if not exists(hook, protocol.manifest_uri(out_uri)):
+        raise protocol.not_committed(out_uri)
+    bucket, key = s3_bucket_key(protocol.manifest_uri(out_uri))
+    return protocol.parse_manifest(hook.read_key(key, bucket), out_uri)
 
 
 def committed_attempt_uri(hook, out_uri: str) -> str:
     """The attempt prefix named by `<out>/_SUCCESS`, like rossmann_jobs.storage.committed_uri."""
-    return f"{out_uri.rstrip('/')}/{read_manifest(hook, out_uri)['attempt']}"
+    return protocol.attempt_uri(out_uri, read_manifest(hook, out_uri))
 
 
 def copy_files(hook, source_uri: str, target_uri: str, relative_paths: list[str]) -> None:

@@ -21,18 +21,15 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from rossmann.report_link import ForecastReportLink
+from rossmann_jobs.job_protocol import BAD_INPUT_EXIT_CODE, FAILURE_LINE, JOBS
 
 SPARK_CONF_EXTRA = "spark_conf"
 JOB_CONF_EXTRA = "job_conf"
-JOBS = ("prepare", "train", "predict", "score")   # rossmann_jobs/<job>.py
 # prepare on local[N] holds the materialized feature rows of the whole history in the driver JVM: the full Rossmann
 # history needs more than spark-submit's 1g default (bench/RESULTS.md, "Prepare job").
 DEFAULT_JOB_CONF = {"prepare": {"spark.driver.memory": "2g"}}
-# The jobs' side of this contract is rossmann_jobs.spark_session (BAD_INPUT_EXIT_CODE, run_job's last log line).
-BAD_INPUT_EXIT_CODE = 2
 _SIZING = re.compile(r"memory|cores|cpus|instances")
 _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
-_JOB_FAILURE_LINE = re.compile(r"\b(?:prepare|train|predict|score) failed: .*")
 
 
 def bad_input_reason(submit_error: str) -> str | None:
@@ -43,7 +40,7 @@ def bad_input_reason(submit_error: str) -> str | None:
     status = _EXIT_CODE.search(submit_error)
     if not status or int(status[1]) != BAD_INPUT_EXIT_CODE:
         return None
-    lines = _JOB_FAILURE_LINE.findall(submit_error)
+    lines = FAILURE_LINE.findall(submit_error)
     return lines[-1].strip() if lines else f"exit status {BAD_INPUT_EXIT_CODE} (bad input); the task log says why"
 
 

@@ -140,7 +140,7 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     """Check the committed forecast and point `forecast/latest.json` at it unless that holds a newer as-of date's
     forecast; returns the forecast record (the pointer's content) and whether the pointer now holds it."""
     attempt = committed_attempt_uri(hook, plan["predictions"])
-    summary = read_json(hook, f"{plan['predictions']}/_SUCCESS").get("summary", {})
+    summary = read_manifest(hook, plan["predictions"]).get("summary", {})
     forecast = {
         "as_of": plan["as_of"],
         "run_id": run_id,

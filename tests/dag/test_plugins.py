@@ -213,3 +213,44 @@ def test_the_submitted_command_carries_the_jobs_configured_driver_memory(monkeyp
     assert operator._driver_memory is None
     operator.execute({})
     assert "spark.driver.memory=6g" in commands[0]
+
+
+class _ManifestHook:
+    """The two S3Hook calls outputs.read_manifest makes, over a dict of keys."""
+
+    def __init__(self, objects: dict[str, str]):
+        self.objects = objects
+
+    def check_for_key(self, key, bucket):
+        return f"{bucket}/{key}" in self.objects
+
+    def read_key(self, key, bucket):
+        return self.objects[f"{bucket}/{key}"]
+
+
+def test_the_dags_tasks_read_the_manifest_the_jobs_write():
+    """The document storage.commit writes (tests/jobs/test_storage.py pins the same keys and attempt layout)."""
+    from rossmann.outputs import OutputNotCommittedError, committed_attempt_uri, read_manifest
+
+    written = {"attempt": "attempts/20261124T061000Z-0123abcd", "committed_at": "2026-11-24T06:10:00+00:00",
+               "files": ["submission.csv", "report/index.html"], "summary": {"rows": {"test": 3}}}
+    hook = _ManifestHook({"b/runs/x/predictions/_SUCCESS": json.dumps(written)})
+    assert read_manifest(hook, "s3://b/runs/x/predictions") == written
+    assert committed_attempt_uri(hook, "s3://b/runs/x/predictions") == \
+        "s3://b/runs/x/predictions/attempts/20261124T061000Z-0123abcd"
+    with pytest.raises(OutputNotCommittedError, match="has no committed output"):
+        read_manifest(hook, "s3://b/runs/x/model")
+    hook.objects["b/runs/x/model/_SUCCESS"] = json.dumps({"attempt": "attempts/a"})
+    with pytest.raises(ValueError, match=r"lacks \['committed_at', 'files', 'summary'\]"):
+        read_manifest(hook, "s3://b/runs/x/model")
+
+
+def test_the_operator_and_the_jobs_share_one_bad_input_contract():
+    from rossmann.spark_submit import bad_input_reason
+    from rossmann_jobs.job_protocol import BAD_INPUT_EXIT_CODE, failure_line
+
+    line = failure_line("predict", ValueError("s3://b/raw/test.csv: column Open\nmust be 0, 1 or blank"))
+    assert line == "predict failed: s3://b/raw/test.csv: column Open must be 0, 1 or blank"
+    error = f"Cannot execute: spark-submit ... Error code is: {BAD_INPUT_EXIT_CODE}.\n... {line}\n"
+    assert bad_input_reason(error) == line
+    assert bad_input_reason(error.replace(f"is: {BAD_INPUT_EXIT_CODE}.", "is: 1.")) is None

@@ -48,6 +48,35 @@ def test_commit_publishes_attempt_and_removes_older_ones(out_root):
     assert remaining == [storage.join(second, "part-0")]
 
 
+# The manifest both sides read: the jobs write it (storage.commit), the DAG's tasks read it with the S3Hook
+# (plugins/rossmann/outputs.py, tests/dag/test_plugins.py pins the same document).
+PINNED_MANIFEST_KEYS = ["attempt", "committed_at", "files", "summary"]
+
+
+def test_the_manifest_written_is_the_pinned_protocol_document(out_root):
+    import json
+    import re
+
+    attempt = storage.new_attempt_uri(out_root)
+    storage.write_bytes(storage.join(attempt, "sub", "part-0"), b"x")
+    storage.commit(out_root, attempt, {"rows": 1})
+    manifest = json.loads(storage.read_bytes(storage.join(out_root, "_SUCCESS")))
+    assert sorted(manifest) == PINNED_MANIFEST_KEYS
+    assert re.fullmatch(r"attempts/\d{8}T\d{6}Z-[0-9a-f]{8}", manifest["attempt"])
+    assert manifest["files"] == ["sub/part-0"] and manifest["summary"] == {"rows": 1}
+    assert storage.committed_uri(out_root) == attempt
+
+
+def test_a_manifest_that_is_not_the_protocols_is_refused(out_root):
+    storage.write_json(storage.join(out_root, "_SUCCESS"), {"attempt": "../elsewhere", "files": [],
+                                                            "summary": {}, "committed_at": "t"})
+    with pytest.raises(ValueError, match="not one under attempts/"):
+        storage.committed_uri(out_root)
+    storage.write_bytes(storage.join(out_root, "_SUCCESS"), b"")   # e.g. Hadoop's own empty marker
+    with pytest.raises(ValueError, match="is not a JSON manifest"):
+        storage.committed_uri(out_root)
+
+
 def test_upload_and_download_dir_round_trip(out_root, tmp_path):
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)
