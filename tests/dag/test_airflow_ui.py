@@ -168,8 +168,10 @@ def test_the_deferred_sensor_resumed_when_the_drop_landed_and_the_report_link_op
     rest = concurrent_runs[RUN_DATE]
     assert rest["tasks"]["wait_for_raw_drop"]["try_number"] == 1 and rest["tasks"]["wait_for_raw_drop"]["state"] == \
         "success"
-    status, links = api.call("GET", f"{rest['path']}/taskInstances/predict/links")
-    assert status == 200 and set(links) == {"Forecast report"}, links
+    status, body = api.call("GET", f"{rest['path']}/taskInstances/predict/links")
+    assert status == 200, body
+    links = body["extra_links"]
+    assert set(links) == {"Forecast report"}, links
     with urllib.request.urlopen(links["Forecast report"], timeout=30) as response:
         page = response.read().decode()
     assert page.count('<img src="data:image/png;base64,') >= 5 and "Rossmann sales forecast" in page
