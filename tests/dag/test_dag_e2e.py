@@ -461,16 +461,24 @@ def test_rerun_keeps_every_xcom_uri(first_run, rerun):
     assert again["xcom"]["plan_run"] == first["xcom"]["plan_run"]
     assert again["xcom"]["read_train_metrics"]["model_uri"] == first["xcom"]["read_train_metrics"]["model_uri"]
     # The same job arguments, predict's --model (the kept champion) included. Train's --champion-model is the
-    # champion as of the date: none at the first run, the first run's own pinned model now.
-    def without_champion(args: list[str]) -> list[str]:
-        return args[:args.index("--champion-model")] + args[args.index("--champion-model") + 2:]
+    # champion as of the date: none at the first run, the first run's own pinned model now; predict's
+    # --gate-decision (for the report) is each run's own gate reason.
+    def without(args: list[str], flag: str) -> list[str]:
+        return args[:args.index(flag)] + args[args.index(flag) + 2:]
 
-    for task in ("prepare_features", "predict"):
-        assert again["rendered_fields"][task]["application_args"] == first["rendered_fields"][task]["application_args"]
-    first_train, again_train = (run["rendered_fields"]["train_model"]["application_args"] for run in (first, again))
-    assert without_champion(again_train) == without_champion(first_train)
-    assert first_train[first_train.index("--champion-model") + 1] == ""
-    assert again_train[again_train.index("--champion-model") + 1] == first["xcom"]["quality_gate"]["champion_model_uri"]
+    def value(args: list[str], flag: str) -> str:
+        return args[args.index(flag) + 1]
+
+    first_args, again_args = ({task: run["rendered_fields"][task]["application_args"] for task in
+                               ("prepare_features", "train_model", "predict")} for run in (first, again))
+    assert again_args["prepare_features"] == first_args["prepare_features"]
+    assert without(again_args["predict"], "--gate-decision") == without(first_args["predict"], "--gate-decision")
+    for run, args in ((first, first_args), (again, again_args)):
+        assert value(args["predict"], "--gate-decision") == run["xcom"]["quality_gate"]["reason"]
+    assert without(again_args["train_model"], "--champion-model") == \
+        without(first_args["train_model"], "--champion-model")
+    assert value(first_args["train_model"], "--champion-model") == ""
+    assert value(again_args["train_model"], "--champion-model") == first["xcom"]["quality_gate"]["champion_model_uri"]
 
 
 def test_rerun_output_holds_no_secret(dag_test_stack, rerun):
