@@ -10,6 +10,7 @@ import pytest
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
 from rossmann.steps import NoModelError, apply_quality_gate, find_champion
 from rossmann.uris import plan_run_uris
+from rossmann_jobs.commit_protocol import manifest_document, manifest_uri
 
 HISTORY = "s3://b/models/champions/history"
 
@@ -174,8 +175,9 @@ def trained(hook: FakeS3Hook, as_of: str, run_id: str, gate_scores: dict) -> tup
     attempt = f"{plan['model']}/attempts/a-{run_id}"
     for name, content in (("model/model.h5", "weights"), ("metrics.json", "{}")):
         hook.load_string(content, *reversed(hook._split(f"{attempt}/{name}")))
-    hook.load_string(json.dumps({"attempt": f"attempts/a-{run_id}", "files": ["model/model.h5", "metrics.json"]}),
-                     *reversed(hook._split(f"{plan['model']}/_SUCCESS")))
+    files = [f"{attempt}/{name}" for name in ("model/model.h5", "metrics.json")]
+    hook.load_string(json.dumps(manifest_document(plan["model"], attempt, files, {})),
+                     *reversed(hook._split(manifest_uri(plan["model"]))))
     metrics = {"model_attempt_uri": attempt, "metrics_uri": f"{attempt}/metrics.json",
                "best_val_exp_rmspe": gate_scores["challenger"], "gate_scores": gate_scores}
     return plan, metrics
