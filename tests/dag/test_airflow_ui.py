@@ -20,8 +20,9 @@ pytestmark = pytest.mark.slow
 
 RUN_DATE = "2015-07-30"        # triggered through the REST API
 BACKFILL_DATE = "2015-07-15"   # `airflow backfill create`, at the same time
-# A short drop timeout, so that the deferred sensor's trigger checks every 30 s (poke_interval_for).
-REST_RUN_CONF = {**SMALL_RUN_CONF, "raw_drop_timeout_s": 600}
+# A short drop timeout, so that the deferred sensor's trigger checks every 10 s (poke_interval_for); the drop lands
+# seconds after the sensor defers.
+REST_RUN_CONF = {**SMALL_RUN_CONF, "raw_drop_timeout_s": 200}
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
