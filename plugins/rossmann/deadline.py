@@ -14,10 +14,6 @@ DEADLINE_ENV = "ROSSMANN_FORECAST_DEADLINE"   # "HH:MM" UTC on the day after the
 DEFAULT_DEADLINE = "06:00"
 
 
-class ForecastLateError(RuntimeError):
-    """The forecast for the day before the deadline is not published."""
-
-
 def deadline_time(setting: str | None = None) -> time:
     """The deadline's time of day (UTC) from `setting` or $ROSSMANN_FORECAST_DEADLINE ("HH:MM")."""
     text = setting if setting is not None else os.environ.get(DEADLINE_ENV, DEFAULT_DEADLINE)

@@ -20,6 +20,7 @@ from rossmann.outputs import (
 from rossmann.publication import forecast_registry_record, replaces_latest
 from rossmann.report_link import presigned_url, report_uri, url_expiry_s
 from rossmann.uris import pinned_model_uri, record_as_of
+from rossmann_jobs.commit_protocol import attempt_uri
 
 log = logging.getLogger("rossmann.quality_gate")
 
@@ -139,8 +140,8 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
 def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: str) -> tuple[dict[str, Any], bool]:
     """Check the committed forecast and point `forecast/latest.json` at it unless that holds a newer as-of date's
     forecast; returns the forecast record (the pointer's content) and whether the pointer now holds it."""
-    attempt = committed_attempt_uri(hook, plan["predictions"])
-    summary = read_manifest(hook, plan["predictions"]).get("summary", {})
+    manifest = read_manifest(hook, plan["predictions"])   # one read: the attempt and the job's summary
+    attempt, summary = attempt_uri(plan["predictions"], manifest), manifest.get("summary", {})
     forecast = {
         "as_of": plan["as_of"],
         "run_id": run_id,
