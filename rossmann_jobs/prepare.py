@@ -259,10 +259,12 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
                    timings):
             # The horizon's dates and the vocabularies are aggregated while the rows are materialized: no query
             # (and no scan of the materialized rows) of their own.
+            # features is only ever the materialized frame: the finally block releases nothing else.
             observed = Observation("feature pass")
-            features = sales_features(rows, lookups, as_of, parsed[TEST.name], point_in_time_mode)
-            features = materialized(features.observe(
-                observed, *accounting.horizon_metrics(horizon_row()), *accounting.vocabulary_metrics(VOCABULARY_ROW)))
+            features = materialized(
+                sales_features(rows, lookups, as_of, parsed[TEST.name], point_in_time_mode).observe(
+                    observed, *accounting.horizon_metrics(horizon_row()),
+                    *accounting.vocabulary_metrics(VOCABULARY_ROW)))
         pass_metrics = observed.get
         windows = horizon_window(accounting.horizon_dates(pass_metrics), as_of)
         log.info("windows: %s", windows.as_json())

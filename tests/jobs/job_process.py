@@ -1,6 +1,7 @@
 """A job started with spark-submit in its own process group, its output collected line by line as it runs."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,12 +15,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 class JobProcess:
     def __init__(self, job: str, args: list[str], env: dict[str, str] | None = None,
-                 on_line: Callable[[str], None] | None = None):
+                 on_line: Callable[[str], None] | None = None, spark_conf: dict[str, str] | None = None):
         jobs_bin = str(Path(sys.executable).parent)
         full_env = {**os.environ, **(env or {}), "PATH": jobs_bin + os.pathsep + os.environ.get("PATH", ""),
                     "PYTHONPATH": str(REPO_ROOT)}
         command = [os.path.join(jobs_bin, "spark-submit"), "--master", "local[2]",
                    "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
+                   *[arg for key, value in (spark_conf or {}).items() for arg in ("--conf", f"{key}={value}")],
                    str(REPO_ROOT / "rossmann_jobs" / f"{job}.py"), *args]
         # Its own session (process group), so a kill reaches the JVM and its Python workers, as a node loss would.
         self.process = subprocess.Popen(command, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -56,3 +58,26 @@ class JobProcess:
         except ProcessLookupError:
             pass
         self.process.wait(timeout=60)
+
+
+def event_log_conf(folder: Path) -> dict[str, str]:
+    """Settings that make the job write Spark's event log (one JSON event per line) into folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": folder.as_uri()}
+
+
+def spilled_bytes(folder: Path) -> dict[str, int]:
+    """Bytes the job's tasks spilled (in memory before, on disk after serialization) and their peak execution
+    memory, summed over every task end in the event logs under folder."""
+    totals = {"memory_spilled": 0, "disk_spilled": 0, "peak_execution_memory": 0}
+    for log_file in folder.iterdir():
+        for line in log_file.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("Event") != "SparkListenerTaskEnd":
+                continue
+            metrics = event.get("Task Metrics") or {}
+            totals["memory_spilled"] += metrics.get("Memory Bytes Spilled", 0)
+            totals["disk_spilled"] += metrics.get("Disk Bytes Spilled", 0)
+            totals["peak_execution_memory"] = max(totals["peak_execution_memory"],
+                                                  metrics.get("Peak Execution Memory", 0))
+    return totals
