@@ -28,6 +28,13 @@ DEFAULT_CONF = {
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "2g",
+    # prepare materializes every feature row (spark_session.materialized): storage may then fill the unified memory,
+    # and the blocks a running task reads cannot be evicted for its own aggregation. Smaller blocks (at least 8
+    # partitions after AQE's coalescing) and 4 MB memory pages (default: up to 64 MB, 32 MB with a 2g driver) keep
+    # an aggregation's first page obtainable: at 10x the stores, a 2g prepare failed 1 run in 4 with "No enough
+    # memory for aggregation" before, and none in 4 after, at the same speed (bench/RESULTS.md, "Scaling").
+    "spark.sql.adaptive.coalescePartitions.minPartitionNum": "8",
+    "spark.buffer.pageSize": "4m",
 }
 
 # S3A (hadoop-aws 3.3) retries, explicit so a short S3 outage is ridden out and a long one fails in bounded time:
