@@ -189,7 +189,7 @@ def main() -> int:
     try:
         for label in ("job_cold", "job_warm"):
             start = time.perf_counter()
-            manifest = predict.run(spark, model_uri, features_uri, storage.join(workdir, f"out-{label}"),
+            manifest = predict.run_predict(spark, model_uri, features_uri, storage.join(workdir, f"out-{label}"),
                                    raw_uri=raw_uri)
             results[label] = {"wall_s": time.perf_counter() - start, "timings_s": manifest["summary"]["timings_s"],
                               "rows": manifest["summary"]["rows"]}

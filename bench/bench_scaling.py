@@ -211,8 +211,8 @@ def plot(results: list[dict], path: Path) -> None:
 
 
 def table(results: list[dict], fits: dict) -> str:
-    lines = ["| step | " + " | ".join(f"{r['scale']}x ({r['stores']:,} stores)" for r in results) + " | time k | memory k |",
-             "|---|" + "---|" * len(results) + "---|---|"]
+    header = " | ".join(f"{r['scale']}x ({r['stores']:,} stores)" for r in results)
+    lines = [f"| step | {header} | time k | memory k |", "|---|" + "---|" * len(results) + "---|---|"]
     for step in STEPS:
         cells = []
         for r in results:

@@ -6,7 +6,8 @@ spark-submit rossmann_jobs/predict.py --model URI --features URI --raw URI --out
 attempt prefix, or the gate's pinned champion copy of one (same layout: model/, metrics.json). --features is a
 committed prepare job output, --raw the drop it was prepared from: submission.csv holds exactly one row per Id of
 its test.csv. The committed attempt under --out holds submission.csv, predictions/ (Parquet, partitioned by split;
-test rows with the naive seasonal baseline beside the model's forecast) and report/ (index.html + PNG plots).
+test rows with the naive seasonal baseline beside the model's forecast) and report/index.html (one page, plots
+embedded). The layout: rossmann_jobs/output_layout.py.
 Inference is vectorized: each Python worker loads the model once and applies it to whole Arrow batches; nothing but
 small aggregates and the submission's columns reach the driver.
 """
@@ -32,6 +33,7 @@ from rossmann_jobs.features.spec import (
     TRAIN_DIR,
     VALIDATION_DIR,
 )
+from rossmann_jobs.features.validate import read_text_csv
 from rossmann_jobs.forecast import metrics, report, score_records
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inference import BroadcastModel
@@ -47,7 +49,6 @@ from rossmann_jobs.forecast.inputs import (
     vocab_sizes,
 )
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL
-from rossmann_jobs.forecast.model_cache import MODEL_FILE
 from rossmann_jobs.forecast.open_rule import (
     CLOSED,
     INVALID,
@@ -67,13 +68,20 @@ from rossmann_jobs.forecast.submission import (
     csv_bytes,
 )
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
-from rossmann_jobs.prepare import read_text_csv
-from rossmann_jobs.spark_session import run_job, stage_progress, timed
+from rossmann_jobs.output_layout import (
+    ARTIFACT_FILE,
+    MODEL_DIR,
+    MODEL_FILE,
+    PREDICTIONS_DIR,
+    REPORT_PAGE,
+    SCORES_SUMMARY_FILE,
+    SUBMISSION_FILE,
+    TRAIN_METRICS_FILE,
+)
+from rossmann_jobs.spark_session import run_job, timed
 
 log = logging.getLogger("rossmann.predict")
 
-MODEL_DIR, ARTIFACT_FILE, TRAIN_METRICS_FILE = "model", "artifact.json", "metrics.json"
-SUBMISSION_FILE, PREDICTIONS_DIR, REPORT_DIR = "submission.csv", "predictions", "report"
 WORST_STORES = 5
 CANONICAL_KEY_TYPES = {"Id": "int", "StoreId": "int", "Open": "int", "Date": "date", LABEL_COL: "float"}
 # What the baseline is fitted on (features.spec encodes DayOfWeek and Promo as indices, StoreId raw).
@@ -199,7 +207,7 @@ def read_report_context(trained_model_uri: str, scores_uri: str, as_of: date,
     if trained_model_uri:
         training_uri = storage.join(storage.committed_uri(trained_model_uri), TRAIN_METRICS_FILE)
         training = storage.read_json(training_uri) if storage.exists(training_uri) else None
-    summary_uri = storage.join(scores_uri, score_records.SUMMARY_FILE) if scores_uri else None
+    summary_uri = storage.join(scores_uri, SCORES_SUMMARY_FILE) if scores_uri else None
     summary = storage.read_json(summary_uri) if summary_uri and storage.exists(summary_uri) else None
     return {"training": training, "training_uri": training_uri,
             "accuracy": score_records.scored_as_of(summary, as_of)}
@@ -224,10 +232,10 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
              ("Forecast horizon", report.horizon_plot(horizon))]
     page = report.forecast_page("Rossmann sales forecast", run_metrics, plots, worst.head(WORST_STORES), info,
                                 gate_decision=gate_decision or None, **context)
-    storage.write_bytes(storage.join(report_uri, report.INDEX_HTML), page.encode("utf-8"))
+    storage.write_bytes(report_uri, page.encode("utf-8"))
 
 
-def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *, raw_uri: str,
+def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *, raw_uri: str,
         trained_model_uri: str = "", scores_uri: str = "", gate_decision: str = "") -> dict:
     """The whole job on an existing session; returns the commit manifest."""
     timings: dict[str, float] = {}
@@ -259,40 +267,39 @@ def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *,
     attempt = storage.new_attempt_uri(out_uri)
     predictions_uri = storage.join(attempt, PREDICTIONS_DIR)
 
-    with stage_progress(spark):
-        with timed("read and check inputs, fit the baseline", timings):
-            raw_ids, raw_test_uri = read_raw_test_ids(spark, raw_uri)
-            test, validation, counts = read_inputs(spark, features_attempt, sizes, mappings, as_of, raw_ids,
-                                                   raw_test_uri)
-        with timed("forecast and write predictions", timings):
-            model = BroadcastModel(spark, storage.join(model_dir, MODEL_FILE))
-            try:
-                (test_predictions(test, model, threads, partitions)
-                 .unionByName(validation_predictions(validation, model, threads, partitions))
-                 .write.partitionBy(SPLIT_COL).parquet(storage.spark_uri(predictions_uri)))
-            finally:
-                model.destroy()
-        predictions = spark.read.parquet(storage.spark_uri(predictions_uri))
-        with timed("check predictions", timings):
-            check_predictions(predictions, raw_ids, counts)
-        split = {name: predictions.filter(F.col(SPLIT_COL) == name) for name in (TEST, VALIDATION)}
-        with timed("write submission", timings):
-            submission = split[TEST].select("Id", F.col(FORECAST_COL).alias("Sales"), BASELINE_COL).toPandas()
-            storage.write_bytes(storage.join(attempt, SUBMISSION_FILE), csv_bytes(submission))
-        with timed("metrics and report", timings):
-            validation_rmspe = metrics.overall_rmspe(split[VALIDATION])
-            log.info("validation exp-RMSPE %s over %d rows", validation_rmspe, counts["validation"])
-            run_metrics = [("validation exp-RMSPE", validation_rmspe), ("validation rows", counts["validation"]),
-                           ("validation window", metadata.get("validation_window")),
-                           ("test rows", counts["test"]), ("forecast (open) rows", counts["forecast"]),
-                           ("of which blank Open (treated as open)", counts["blank_open"]),
-                           ("closed rows (Sales 0)", counts["closed"]), ("horizon", metadata.get("test_window")),
-                           ("as of", metadata.get("as_of")), ("total forecast sales", float(submission["Sales"].sum())),
-                           ("total naive seasonal baseline sales", float(submission[BASELINE_COL].sum())),
-                           ("features", features_attempt), ("model", model_attempt)]
-            context = read_report_context(trained_model_uri, scores_uri, as_of, training_metrics, model_attempt)
-            write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_DIR), run_metrics,
-                         model_info(artifact, training_metrics), validation_rmspe, context, gate_decision)
+    with timed("read and check inputs, fit the baseline", timings):
+        raw_ids, raw_test_uri = read_raw_test_ids(spark, raw_uri)
+        test, validation, counts = read_inputs(spark, features_attempt, sizes, mappings, as_of, raw_ids,
+                                               raw_test_uri)
+    with timed("forecast and write predictions", timings):
+        model = BroadcastModel(spark, storage.join(model_dir, MODEL_FILE))
+        try:
+            (test_predictions(test, model, threads, partitions)
+             .unionByName(validation_predictions(validation, model, threads, partitions))
+             .write.partitionBy(SPLIT_COL).parquet(storage.spark_uri(predictions_uri)))
+        finally:
+            model.destroy()
+    predictions = spark.read.parquet(storage.spark_uri(predictions_uri))
+    with timed("check predictions", timings):
+        check_predictions(predictions, raw_ids, counts)
+    split = {name: predictions.filter(F.col(SPLIT_COL) == name) for name in (TEST, VALIDATION)}
+    with timed("write submission", timings):
+        submission = split[TEST].select("Id", F.col(FORECAST_COL).alias("Sales"), BASELINE_COL).toPandas()
+        storage.write_bytes(storage.join(attempt, SUBMISSION_FILE), csv_bytes(submission))
+    with timed("metrics and report", timings):
+        validation_rmspe = metrics.overall_rmspe(split[VALIDATION])
+        log.info("validation exp-RMSPE %s over %d rows", validation_rmspe, counts["validation"])
+        run_metrics = [("validation exp-RMSPE", validation_rmspe), ("validation rows", counts["validation"]),
+                       ("validation window", metadata.get("validation_window")),
+                       ("test rows", counts["test"]), ("forecast (open) rows", counts["forecast"]),
+                       ("of which blank Open (treated as open)", counts["blank_open"]),
+                       ("closed rows (Sales 0)", counts["closed"]), ("horizon", metadata.get("test_window")),
+                       ("as of", metadata.get("as_of")), ("total forecast sales", float(submission["Sales"].sum())),
+                       ("total naive seasonal baseline sales", float(submission[BASELINE_COL].sum())),
+                       ("features", features_attempt), ("model", model_attempt)]
+        context = read_report_context(trained_model_uri, scores_uri, as_of, training_metrics, model_attempt)
+        write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_PAGE), run_metrics,
+                     model_info(artifact, training_metrics), validation_rmspe, context, gate_decision)
 
     summary = {"rows": counts, "validation_exp_rmspe": validation_rmspe, "model": model_attempt,
                "features": features_attempt, "raw": raw_uri, "as_of": as_of.isoformat(),
@@ -303,12 +310,13 @@ def run(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *,
     return manifest
 
 
+def run(spark: SparkSession, args: argparse.Namespace) -> dict:
+    return run_predict(spark, args.model, args.features, args.out, raw_uri=args.raw,
+                       trained_model_uri=args.trained_model, scores_uri=args.scores, gate_decision=args.gate_decision)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    return run_job("predict", lambda spark: run(spark, args.model, args.features, args.out, raw_uri=args.raw,
-                                                trained_model_uri=args.trained_model, scores_uri=args.scores,
-                                                gate_decision=args.gate_decision),
-                   (ForecastInputError, storage.OutputNotCommittedError))
+    return run_job("predict", run, parse_args(argv), (ForecastInputError, storage.OutputNotCommittedError))
 
 
 if __name__ == "__main__":

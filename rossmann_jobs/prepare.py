@@ -32,15 +32,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from concurrent.futures import ThreadPoolExecutor
-from datetime import date, datetime, timezone
-from typing import Any, Callable
+from datetime import date
+from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import accounting, encode, point_in_time, split
 from rossmann_jobs.features.drop_manifest import DROP_MARKER, mismatches, parse_manifest
+from rossmann_jobs.features.metadata import metadata_document
 from rossmann_jobs.features.pipeline import (
     VOCABULARY_ROW,
     classify_lookups,
@@ -50,7 +50,7 @@ from rossmann_jobs.features.pipeline import (
     sales_features,
     sales_rows,
 )
-from rossmann_jobs.features.raw_schemas import CORRUPT_COL, RAW_FILES, TEST, TRAIN, RawFile
+from rossmann_jobs.features.raw_schemas import RAW_FILES, TEST, TRAIN, RawFile
 from rossmann_jobs.features.spec import METADATA_FILE, REJECTED_DIR, STORE_ID_COL
 from rossmann_jobs.features.validate import (
     AccountingError,
@@ -61,8 +61,9 @@ from rossmann_jobs.features.validate import (
     examples_by_problem,
     parse_columns,
     parse_header,
+    read_text_csv,
 )
-from rossmann_jobs.spark_session import run_job, stage_progress, timed
+from rossmann_jobs.spark_session import concurrently, materialized, release, run_job, timed
 
 log = logging.getLogger("rossmann.prepare")
 
@@ -136,33 +137,12 @@ def _inspect(uri: str, raw_file: RawFile) -> dict[str, Any]:
     return {"sha256": digest.sha256, "bytes": digest.size, "rows": digest.data_rows}
 
 
-def read_text_csv(spark: SparkSession, uri: str, raw_file: RawFile) -> DataFrame:
-    """The file as text columns; malformed lines land in CORRUPT_COL (header already checked by parse_header)."""
-    return spark.read.csv(storage.spark_uri(uri), schema=raw_file.text_schema(), header=True, mode="PERMISSIVE",
-                          columnNameOfCorruptRecord=CORRUPT_COL, enforceSchema=True, encoding="UTF-8")
-
-
 def horizon_window(horizon: tuple[date, date] | None, as_of: date) -> split.Windows:
     """The windows for as_of, from the horizon's first and last date; no horizon is an error."""
     if horizon is None:
         raise RawInputError(f"test.csv: no row is dated after --as-of {as_of}: there is nothing to forecast. Use "
                             "an earlier as-of date or a newer drop.")
     return split.plan_windows(as_of, *horizon)
-
-
-def materialized(frame: DataFrame) -> DataFrame:
-    """frame computed once and kept as rows on the executors (memory, else local disk), its lineage cut.
-
-    Not cache(): building Spark's compressed columnar cache of the ~45 feature columns cost more than computing
-    them (bench/RESULTS.md, "Prepare job"), and every later query would re-plan the whole feature pipeline. The
-    price: a lost executor loses its blocks, and the job fails instead of recomputing them (Airflow retries it).
-    """
-    return frame.localCheckpoint(eager=True)
-
-
-def release(frame: DataFrame) -> None:
-    """Free the blocks of a materialized frame now, rather than when the JVM's garbage collector finds it."""
-    frame._jdf.queryExecution().logical().rdd().unpersist(False)
 
 
 # --- output -----------------------------------------------------------------------------------------------------
@@ -220,17 +200,6 @@ def write_outputs(encoded: DataFrame, quarantine: DataFrame, attempt: str, num_s
 
     *shards, _ = concurrently(*[split_writer(name) for name in encode.SPLIT_COLUMNS], write_rejected)
     return dict(zip(encode.SPLIT_COLUMNS, shards))
-
-
-def concurrently(*actions: Callable[[], Any]) -> list[Any]:
-    """Run Spark actions from driver threads at once; their results (or first error) in order.
-
-    Their jobs share the executors' task slots, so one job's last tasks and the driver's planning of the next
-    no longer leave cores idle (several small jobs follow the feature pass).
-    """
-    with ThreadPoolExecutor(max_workers=len(actions)) as pool:
-        futures = [pool.submit(action) for action in actions]
-        return [future.result() for future in futures]
 
 
 # --- the job ----------------------------------------------------------------------------------------------------
@@ -299,33 +268,12 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         for frame in (state_names, *lookups.by_file.values()):
             frame.unpersist()
 
-    metadata = {
-        "feature_spec": encode.feature_spec(vocabularies),
-        "vocabularies": vocabularies,
-        "max_sales": accounting.max_sales(sales_groups),
-        "row_counts": {**split_rows, "rejected": sum(sum(p.values()) for p in problems.values()),
-                       "files": outcomes,
-                       "quarantine_reasons": {name: {f"{reason} [{column}]": rows
-                                                     for (reason, column), rows in file_problems.items()}
-                                              for name, file_problems in problems.items() if file_problems}},
-        "as_of": as_of.isoformat(),
-        "test_window": {"start": windows.test_start.isoformat(), "end": windows.test_end.isoformat()},
-        "validation_window": {"start": windows.validation_start.isoformat(),
-                              "end": windows.validation_end.isoformat(), "rule": windows.validation_rule},
-        "point_in_time": point_in_time.describe(point_in_time_mode),
-        "input_checksums": {name: {"sha256": facts["sha256"], "bytes": facts["bytes"]}
-                            for name, facts in inputs.items()},
-        "drop_verified": verified,   # the checksums above matched the drop's _SUCCESS manifest
-        "raw": raw,
-        "num_shards": num_shards,
-        "shards": shards,
-        "sample_rate": sample_rate,
-        "seed": seed,
-        "max_reject_fraction": max_reject_fraction,
-        "rejected_format": "JSON lines: file, reason, column, record",
-        "created_at": datetime.now(timezone.utc).isoformat(),
-        "timings_s": timings,
-    }
+    metadata = metadata_document(
+        vocabularies=vocabularies, sales_groups=sales_groups, split_rows=split_rows, outcomes=outcomes,
+        problems=problems, as_of=as_of, windows=windows, point_in_time_mode=point_in_time_mode, inputs=inputs,
+        verified=verified, raw=raw, shards=shards, timings=timings,
+        settings={"num_shards": num_shards, "sample_rate": sample_rate, "seed": seed,
+                  "max_reject_fraction": max_reject_fraction})
     storage.write_json(storage.join(attempt, METADATA_FILE), metadata)
     storage.commit(out, attempt, {"as_of": metadata["as_of"], "row_counts": split_rows})
     log.info("committed %s: %s", attempt, split_rows)
@@ -346,15 +294,13 @@ def check_rows(input_rows: dict[str, int], outcomes: dict[str, dict[str, int]],
         check_accounting(name, input_rows[name], outcomes[name])
 
 
+def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
+    return run_prepare(spark, args.raw, args.out, args.as_of, args.sample_rate, args.seed, args.num_shards,
+                       args.max_reject_fraction, args.point_in_time)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-
-    def job(spark) -> None:
-        with stage_progress(spark), timed("prepare"):
-            run_prepare(spark, args.raw, args.out, args.as_of, args.sample_rate, args.seed, args.num_shards,
-                        args.max_reject_fraction, args.point_in_time)
-
-    return run_job("prepare", job, (RawInputError, AccountingError))
+    return run_job("prepare", run, parse_args(argv), (RawInputError, AccountingError))
 
 
 if __name__ == "__main__":

@@ -21,14 +21,14 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import TRAIN
-from rossmann_jobs.features.validate import parse_columns
+from rossmann_jobs.features.validate import parse_columns, read_text_csv
 from rossmann_jobs.forecast import score_records, score_report, scoring
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST
 from rossmann_jobs.forecast.score_records import ScoringInputError
-from rossmann_jobs.prepare import read_text_csv
-from rossmann_jobs.spark_session import run_job, stage_progress, timed
+from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE
+from rossmann_jobs.spark_session import run_job, timed
 
 log = logging.getLogger("rossmann.score")
 
@@ -74,33 +74,33 @@ def collect_by_key(df: DataFrame, renames: dict[str, str] | None = None) -> dict
     return out
 
 
-def run(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_uri: str, out_uri: str) -> dict | None:
+def run_score(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_uri: str,
+              out_uri: str) -> dict | None:
     """The whole job on an existing session; returns summary.json's content (None when there is nothing to score)."""
     forecasts = score_records.check_forecast_list(storage.read_json(forecasts_uri), forecasts_uri, scoring_date)
     if not forecasts:
         log.info("%s lists no forecast: nothing to score", forecasts_uri)
         return None
     timings: dict[str, float] = {}
-    with stage_progress(spark):
-        with timed("read forecasts and actuals", timings):
-            frames = [read_forecast(spark, record) for record in forecasts]
-            predictions = frames[0]
-            for frame in frames[1:]:
-                predictions = predictions.unionByName(frame)
-            first_as_of = min(date.fromisoformat(record["as_of"]) for record in forecasts)
-            actuals = read_actuals(spark, raw_uri, first_as_of, scoring_date)
-        with timed("score", timings):
-            horizons = {row[scoring.KEY_COL]: {"start": row[scoring.HORIZON_START_COL].isoformat(),
-                                               "end": row[scoring.HORIZON_END_COL].isoformat()}
-                        for row in scoring.horizons(predictions).collect()}
-            scored = scoring.scored_rows(predictions, actuals, scoring_date).cache()
-            try:
-                overall = collect_by_key(scoring.score_table(scored, []))
-                by_lead = collect_by_key(scoring.score_table(scored, [scoring.LEAD_COL]),
-                                         {scoring.LEAD_COL: "lead_day"})
-                by_store = collect_by_key(scoring.score_table(scored, ["StoreId"]), {"StoreId": "store"})
-            finally:
-                scored.unpersist()
+    with timed("read forecasts and actuals", timings):
+        frames = [read_forecast(spark, record) for record in forecasts]
+        predictions = frames[0]
+        for frame in frames[1:]:
+            predictions = predictions.unionByName(frame)
+        first_as_of = min(date.fromisoformat(record["as_of"]) for record in forecasts)
+        actuals = read_actuals(spark, raw_uri, first_as_of, scoring_date)
+    with timed("score", timings):
+        horizons = {row[scoring.KEY_COL]: {"start": row[scoring.HORIZON_START_COL].isoformat(),
+                                           "end": row[scoring.HORIZON_END_COL].isoformat()}
+                    for row in scoring.horizons(predictions).collect()}
+        scored = scoring.scored_rows(predictions, actuals, scoring_date).cache()
+        try:
+            overall = collect_by_key(scoring.score_table(scored, []))
+            by_lead = collect_by_key(scoring.score_table(scored, [scoring.LEAD_COL]),
+                                     {scoring.LEAD_COL: "lead_day"})
+            by_store = collect_by_key(scoring.score_table(scored, ["StoreId"]), {"StoreId": "store"})
+        finally:
+            scored.unpersist()
 
     entries = {}
     for forecast in forecasts:
@@ -113,20 +113,22 @@ def run(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_uri: st
         entries[key] = score_records.summary_entry(record, record_uri)
         log.info("forecast %s scored with %s: %s %s", key, scoring_date, record["status"], record["overall"])
     # Written after the records it summarizes, and merged with the previous one (the records of earlier dates).
-    summary_uri = storage.join(out_uri, score_records.SUMMARY_FILE)
+    summary_uri = storage.join(out_uri, SCORES_SUMMARY_FILE)
     previous = storage.read_json(summary_uri) if storage.exists(summary_uri) else None
     summary = score_records.merge_summary(previous, entries)
     storage.write_json(summary_uri, summary)
-    storage.write_bytes(storage.join(out_uri, score_records.REPORT_DIR, score_report.INDEX_HTML),
+    storage.write_bytes(storage.join(out_uri, REPORT_PAGE),
                         score_report.index_html(summary))
     log.info("scores for %s: %s (timings %s)", scoring_date, summary["overall"], timings)
     return summary
 
 
+def run(spark: SparkSession, args: argparse.Namespace) -> dict | None:
+    return run_score(spark, args.raw, args.as_of, args.forecasts, args.out)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    return run_job("score", lambda spark: run(spark, args.raw, args.as_of, args.forecasts, args.out),
-                   (ScoringInputError,))
+    return run_job("score", run, parse_args(argv), (ScoringInputError,))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The one SparkSession builder every job uses, plus stage-progress logging and step timers."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import logging
@@ -9,6 +10,7 @@ import re
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 from rossmann_jobs.job_protocol import BAD_INPUT_EXIT_CODE, failure_line
@@ -138,6 +140,37 @@ def stage_progress(spark, interval_s: float = 10.0) -> Iterator[None]:
         stop.set()
 
 
+# --- Spark tactics the jobs share ---------------------------------------------------------------------------
+
+def materialized(frame):
+    """frame computed once and kept as rows on the executors (memory, else local disk), its lineage cut.
+
+    Not cache(): building Spark's compressed columnar cache of the ~45 feature columns cost more than computing
+    them (bench/RESULTS.md, "Prepare job"), and every later query would re-plan the whole feature pipeline. The
+    price: a lost executor loses its blocks, and the job fails instead of recomputing them (Airflow retries it).
+    """
+    return frame.localCheckpoint(eager=True)
+
+
+def release(frame) -> None:
+    """Free the blocks of a materialized frame now, rather than when the JVM's garbage collector finds it."""
+    frame._jdf.queryExecution().logical().rdd().unpersist(False)
+
+
+def concurrently(*actions: Callable[[], Any]) -> list[Any]:
+    """Run Spark actions from driver threads at once; their results (or first error) in order.
+
+    Their jobs share the executors' task slots, so one job's last tasks and the driver's planning of the next
+    no longer leave cores idle (several small jobs follow the feature pass).
+    """
+    with ThreadPoolExecutor(max_workers=len(actions)) as pool:
+        futures = [pool.submit(action) for action in actions]
+        return [future.result() for future in futures]
+
+
+
+# --- the job shell --------------------------------------------------------------------------------------------
+
 _running_steps: list[str] = []   # the timed steps under way (several at once where driver threads run actions)
 _steps_at_failure: list[str] = []   # those under way when the first step failed: named in the failure's message
 
@@ -200,14 +233,16 @@ def spark_conf(spark) -> dict[str, str]:
         return {}
 
 
-def run_job(name: str, job: Callable[[Any], None], known_errors: tuple[type[BaseException], ...]) -> int:
-    """The shell of every job's main(): one session, always stopped; a known error, or Spark running out of
-    memory, becomes one "<name> failed: <reason>" line and exit status 2. Anything else propagates (exit 1:
-    retryable)."""
+def run_job(name: str, run: Callable[[Any, argparse.Namespace], Any], args: argparse.Namespace,
+            known_errors: tuple[type[BaseException], ...], progress_interval_s: float = 10.0) -> int:
+    """The shell of every job's main(argv): one session for run(spark, args), which commits the job's output and
+    returns its summary; the session is always stopped. A known error, or Spark running out of memory, becomes one
+    "<name> failed: <reason>" line and exit status 2. Anything else propagates (exit 1: retryable)."""
     spark = build_spark_session(f"rossmann-{name}")
     failure: BaseException | None = None
     try:
-        job(spark)
+        with stage_progress(spark, progress_interval_s), timed(name):
+            run(spark, args)
     except known_errors as error:
         failure = error
     except Exception as error:

@@ -25,7 +25,8 @@ import sys
 from typing import Any
 
 from rossmann_jobs import storage
-from rossmann_jobs.spark_session import run_job, stage_progress, timed
+from rossmann_jobs.output_layout import ARTIFACT_FILE, MODEL_DIR, MODEL_FILE, TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
+from rossmann_jobs.spark_session import run_job, timed
 from rossmann_jobs.training import checkpoint, report
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
 from rossmann_jobs.training.gate_scores import gate_scores
@@ -152,9 +153,9 @@ def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
 
 def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> str:
     """The best model and its description into the attempt; returns the model file's URI (what gets scored)."""
-    model_file = storage.join(attempt, "model", "model.h5")
+    model_file = storage.join(attempt, MODEL_DIR, MODEL_FILE)
     storage.write_bytes(model_file, storage.read_bytes(summary["best_model"]))
-    storage.write_json(storage.join(attempt, "model", "artifact.json"),
+    storage.write_json(storage.join(attempt, MODEL_DIR, ARTIFACT_FILE),
                        report.artifact_description(features, summary, params))
     return model_file
 
@@ -178,19 +179,14 @@ def write_metrics(attempt: str, summary: dict[str, Any], params: TrainParams, nu
                   timings: dict[str, float], scores: dict[str, Any], warm_start: dict[str, Any]) -> None:
     # A resumed run keeps how its first try started.
     warm_start = {**warm_start, "used": bool(summary.get("warm_started"))}
-    storage.write_json(storage.join(attempt, "metrics.json"),
+    storage.write_json(storage.join(attempt, TRAIN_METRICS_FILE),
                        {**report.metrics_document(summary, params, num_proc, timings), "gate_scores": scores,
                         "warm_start": warm_start})
-    storage.write_bytes(storage.join(attempt, "training_curves.png"),
+    storage.write_bytes(storage.join(attempt, TRAINING_CURVES_FILE),
                         report.training_curves_png(summary["history"], summary["best_epoch"]))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    return run_job("train", lambda spark: run(spark, args), (FeatureDataError, storage.OutputNotCommittedError))
-
-
-def run(spark, args: argparse.Namespace) -> None:
+def run(spark, args: argparse.Namespace) -> dict[str, Any]:
     """Scan the features, train with Horovod, score the gate's numbers and commit the model with its metrics."""
     timings: dict[str, float] = {}
     with timed("scan features", timings):
@@ -219,7 +215,7 @@ def run(spark, args: argparse.Namespace) -> None:
     log.info("training on %s (%d train files, %d rows) with %d Horovod processes, %d epochs, batch %d/rank",
              features.attempt_uri, len(features.train_files), sum(u.rows for u in train_units), num_proc,
              params.epochs, params.batch_size)
-    with stage_progress(spark, interval_s=60), timed("horovod training", timings):
+    with timed("horovod training", timings):
         try:
             results = run_horovod(config, num_proc)
         except Exception:
@@ -235,16 +231,23 @@ def run(spark, args: argparse.Namespace) -> None:
     attempt = storage.new_attempt_uri(args.out)
     with timed("write model", timings):
         model_file = write_model(attempt, features, summary, params)
-    with stage_progress(spark, interval_s=60), timed("gate scores", timings):
+    with timed("gate scores", timings):
         scores = gate_scores(spark, features, model_file, args.champion_model)
     write_metrics(attempt, summary, params, num_proc, timings, scores, warm_start_facts)
-    storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
+    manifest = storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
                                        "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
                                        "horovod_size": summary["horovod_size"],
                                        "epochs_run": len(summary["history"]), "gate_scores": scores,
                                        "warm_started": bool(summary.get("warm_started"))})
     log.info("committed %s: best epoch %s, val exp_rmspe %.5f", attempt, summary["best_epoch"],
              summary["best_val_exp_rmspe"])
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Progress every minute: Horovod's training is one long Spark stage.
+    return run_job("train", run, parse_args(argv), (FeatureDataError, storage.OutputNotCommittedError),
+                   progress_interval_s=60)
 
 
 if __name__ == "__main__":

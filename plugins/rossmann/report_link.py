@@ -13,15 +13,15 @@ import os
 from airflow.sdk import BaseOperatorLink
 
 from rossmann.outputs import OutputNotCommittedError, committed_attempt_uri, s3_bucket_key
+from rossmann_jobs.output_layout import REPORT_PAGE, under
 
-REPORT_PATH = "report/index.html"   # under a committed predict attempt (rossmann_jobs/predict.py REPORT_DIR)
 EXPIRES_ENV = "ROSSMANN_REPORT_URL_EXPIRES_S"
 DEFAULT_EXPIRES_S = 24 * 3600
 MAX_EXPIRES_S = 7 * 24 * 3600
 
 
 def report_uri(predictions_attempt_uri: str) -> str:
-    return f"{predictions_attempt_uri.rstrip('/')}/{REPORT_PATH}"
+    return under(predictions_attempt_uri, REPORT_PAGE)
 
 
 def url_expiry_s() -> int:

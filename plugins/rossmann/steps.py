@@ -21,6 +21,7 @@ from rossmann.publication import forecast_registry_record, replaces_latest
 from rossmann.report_link import presigned_url, report_uri, url_expiry_s
 from rossmann.uris import pinned_model_uri, record_as_of
 from rossmann_jobs.commit_protocol import attempt_uri
+from rossmann_jobs.output_layout import PREDICTIONS_DIR, SUBMISSION_FILE, TRAIN_METRICS_FILE, under
 
 log = logging.getLogger("rossmann.quality_gate")
 
@@ -32,7 +33,7 @@ class NoModelError(RuntimeError):
 def scored_model(hook, plan: dict[str, str]) -> dict[str, Any]:
     """The committed model's metrics.json, reduced to the numbers the gate and the UI need."""
     attempt = committed_attempt_uri(hook, plan["model"])
-    metrics_uri = f"{attempt}/metrics.json"
+    metrics_uri = under(attempt, TRAIN_METRICS_FILE)
     summary = train_summary(read_json(hook, metrics_uri), metrics_uri)
     return {**summary, "model_uri": plan["model"], "model_attempt_uri": attempt, "metrics_uri": metrics_uri}
 
@@ -146,9 +147,9 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
         "as_of": plan["as_of"],
         "run_id": run_id,
         "model_uri": gate["champion_model_uri"],
-        "submission_uri": f"{attempt}/submission.csv",
+        "submission_uri": under(attempt, SUBMISSION_FILE),
         "report_uri": report_uri(attempt),
-        "predictions_uri": f"{attempt}/predictions",
+        "predictions_uri": under(attempt, PREDICTIONS_DIR),
         "forecast_val_exp_rmspe": summary.get("validation_exp_rmspe"),
         "forecast_rows": summary.get("rows"),
         "published_at": datetime.now(timezone.utc).isoformat(),

@@ -4,8 +4,9 @@ from __future__ import annotations
 import re
 from datetime import date
 
+from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE
+
 RAW_MARKER = "_SUCCESS"
-SCORES_SUMMARY = "summary.json"   # written by rossmann_jobs/score.py under the scores root
 HISTORY_SUFFIX = ".json"
 
 
@@ -42,8 +43,8 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
         "forecast_history": f"{root}/forecast/history",
         "forecast_record": forecast_record_uri(f"{root}/forecast/history", day, run_key(run_id)),
         "scores": f"{root}/forecast/scores",
-        "scores_summary": f"{root}/forecast/scores/{SCORES_SUMMARY}",
-        "scores_report": f"{root}/forecast/scores/report/index.html",
+        "scores_summary": f"{root}/forecast/scores/{SCORES_SUMMARY_FILE}",
+        "scores_report": f"{root}/forecast/scores/{REPORT_PAGE}",
         "scoring_forecasts": f"{run_root}/scoring/forecasts.json",
     }
 

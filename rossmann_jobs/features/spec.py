@@ -29,5 +29,10 @@ KEY_COLS = [STORE_ID_COL, "Date"]
 TEST_KEY_COLS = ["Id", STORE_ID_COL, "Date", "Open"]
 
 # Prepared-output layout under the committed attempt prefix (see storage.commit).
-TRAIN_DIR, VALIDATION_DIR, TEST_DIR, REJECTED_DIR = "train", "validation", "test", "rejected"
-METADATA_FILE = "metadata.json"
+from rossmann_jobs.output_layout import (  # noqa: E402,F401  (spec's names for the prepare output's layout)
+    METADATA_FILE,
+    REJECTED_DIR,
+    TEST_DIR,
+    TRAIN_DIR,
+    VALIDATION_DIR,
+)

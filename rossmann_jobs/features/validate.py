@@ -8,10 +8,11 @@ import operator
 from functools import reduce
 from typing import Iterable, Mapping, Sequence
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from rossmann_jobs import storage
 from rossmann_jobs.features.drop_manifest import FileDigest  # noqa: F401 (prepare and tests import it here)
 from rossmann_jobs.features.raw_schemas import CORRUPT_COL, DATE, DOUBLE, INT, RawFile
 
@@ -260,3 +261,9 @@ def examples_by_problem(rows: Iterable) -> dict[tuple[str, str], list[str]]:
     for row in rows:
         grouped.setdefault((row[0], row[1]), []).append(row[2])
     return grouped
+
+
+def read_text_csv(spark: SparkSession, uri: str, raw_file: RawFile) -> DataFrame:
+    """The file as text columns; malformed lines land in CORRUPT_COL (header already checked by parse_header)."""
+    return spark.read.csv(storage.spark_uri(uri), schema=raw_file.text_schema(), header=True, mode="PERMISSIVE",
+                          columnNameOfCorruptRecord=CORRUPT_COL, enforceSchema=True, encoding="UTF-8")

@@ -10,9 +10,9 @@ from typing import Callable
 
 from rossmann_jobs.features.spec import FEATURE_COLS
 from rossmann_jobs.forecast.inputs import ForecastInputError
+from rossmann_jobs.output_layout import MODEL_FILE
 from rossmann_jobs.spark_session import configure_logging
 
-MODEL_FILE = "model.h5"
 log = logging.getLogger("rossmann.forecast")
 
 # Survives across tasks because Spark reuses Python workers (spark.python.worker.reuse, on by default).

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen befor
 import pandas as pd  # noqa: E402
 
 ACTUAL, FORECAST = "SalesActual", "SalesForecast"
-INDEX_HTML = "index.html"
+
 # The quality gate's three forecasts on the same validation rows (rossmann_jobs/training/gate_scores.py).
 GATE_FORECASTS = (("challenger", "this run's model", "tab:orange"), ("champion", "champion as of the date", "tab:blue"),
                   ("baseline", "naive seasonal baseline", "tab:gray"))

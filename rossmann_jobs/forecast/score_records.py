@@ -14,7 +14,7 @@ from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
 
 SCORED, PENDING = "scored", "pending"
 DIGITS = 8          # far below any meaningful difference, far above float summation-order noise
-SUMMARY_FILE, REPORT_DIR = "summary.json", "report"
+
 RUN_KEY = re.compile(r"^[A-Za-z0-9._-]+$")
 REQUIRED = ("as_of", "run_id", "run_key", "predictions_uri")
 

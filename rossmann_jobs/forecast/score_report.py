@@ -11,8 +11,6 @@ from rossmann_jobs.forecast.report import accuracy_table, embedded_png, html_tab
 from rossmann_jobs.forecast.score_records import SCORED, by_lead_day
 from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
 
-INDEX_HTML = "index.html"
-
 
 def lead_day_plot(rows: list[tuple[int, int, float | None, float | None]]) -> bytes:
     """exp-RMSPE by lead day (days after the as-of date), model vs baseline, pooled over the scored forecasts."""

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from rossmann_jobs.forecast.baseline import BASELINE_COL
+from rossmann_jobs.output_layout import PREDICTIONS_DIR, SUBMISSION_FILE
 from rossmann_jobs.synth.point_in_time import point_in_time_expected
 from rossmann_jobs.synth.truth import exp_rmspe
 
@@ -61,9 +62,9 @@ def score_predictions(dataset, as_of: dt.date, raw_uri: str, predictions_uri: st
     attempt = storage.committed_uri(predictions_uri)
     plan = pd.read_csv(io.BytesIO(storage.read_bytes(storage.join(raw_uri, "test.csv"))),
                        usecols=["Id", "Store", "Date"])
-    submission = pd.read_csv(io.BytesIO(storage.read_bytes(storage.join(attempt, "submission.csv"))))
+    submission = pd.read_csv(io.BytesIO(storage.read_bytes(storage.join(attempt, SUBMISSION_FILE))))
     with tempfile.TemporaryDirectory(prefix="rossmann-score-") as local:
-        rows = pd.read_parquet(storage.download_dir(storage.join(attempt, "predictions"), local))
+        rows = pd.read_parquet(storage.download_dir(storage.join(attempt, PREDICTIONS_DIR), local))
     rows = rows[rows["split"] == "test"] if "split" in rows else rows
     baseline = rows[["Id", BASELINE_COL]].dropna(subset=["Id"]).astype({"Id": int})
     return score_forecast(horizon_truth(dataset, as_of), plan, submission, baseline)

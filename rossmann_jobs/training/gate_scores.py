@@ -18,10 +18,10 @@ from rossmann_jobs.features.spec import LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel, with_log_forecast
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, rmspe
-from rossmann_jobs.forecast.model_cache import MODEL_FILE
 from rossmann_jobs.forecast.predictions import with_min_partitions
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
-from rossmann_jobs.predict import ARTIFACT_FILE, MODEL_DIR, model_attempt_uri
+from rossmann_jobs.output_layout import ARTIFACT_FILE, MODEL_DIR, MODEL_FILE
+from rossmann_jobs.predict import model_attempt_uri
 from rossmann_jobs.training.feature_set import FeatureSet
 from rossmann_jobs.training.splits import read_files
 

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
+from rossmann_jobs.output_layout import MODEL_FILE
 from rossmann_jobs.training.feature_set import FeatureSet
 from rossmann_jobs.training.params import TrainParams
 
@@ -13,7 +14,7 @@ from rossmann_jobs.training.params import TrainParams
 def artifact_description(features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> dict[str, Any]:
     """model/artifact.json: everything predict needs besides model.h5 to turn prepared rows into Sales."""
     return {
-        "model_file": "model.h5",
+        "model_file": MODEL_FILE,
         "feature_order": FEATURE_COLS,
         "categorical": CATEGORICAL_COLS,
         "continuous": CONTINUOUS_COLS,

@@ -48,8 +48,8 @@ def embedding_rows(new_values: list[Any], old_values: list[Any]) -> list[int]:
 
 def plan_warm_start(model_uri: str, features: FeatureSet, params: TrainParams) -> tuple[WarmStart | None, str]:
     """(plan, "") or (None, why the model cannot seed this run). model_uri: a committed train output or attempt."""
-    from rossmann_jobs.forecast.model_cache import MODEL_FILE
-    from rossmann_jobs.predict import ARTIFACT_FILE, MODEL_DIR, model_attempt_uri
+    from rossmann_jobs.output_layout import ARTIFACT_FILE, MODEL_DIR, MODEL_FILE
+    from rossmann_jobs.predict import model_attempt_uri
 
     attempt = model_attempt_uri(model_uri)
     artifact = storage.read_json(storage.join(attempt, MODEL_DIR, ARTIFACT_FILE))

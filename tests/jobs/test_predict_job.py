@@ -25,7 +25,7 @@ from rossmann_jobs import predict, spark_session, storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.inputs import ForecastInputError
-from rossmann_jobs.forecast.report import INDEX_HTML
+from rossmann_jobs.output_layout import REPORT_PAGE
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 HAS_S3A = bool(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop-aws-*.jar")))
@@ -54,7 +54,7 @@ def committed_inputs(root: str, test: pd.DataFrame, validation: pd.DataFrame,
 
 def run_job(spark, inputs: SimpleNamespace, **report_inputs) -> SimpleNamespace:
     out_uri = storage.join(inputs.root, "out")
-    manifest = predict.run(spark, inputs.model_uri, inputs.features.uri, out_uri, raw_uri=inputs.raw,
+    manifest = predict.run_predict(spark, inputs.model_uri, inputs.features.uri, out_uri, raw_uri=inputs.raw,
                            **report_inputs)
     attempt = storage.committed_uri(out_uri)
     return SimpleNamespace(
@@ -187,7 +187,7 @@ class _Page(html.parser.HTMLParser):
 @pytest.mark.slow
 def test_report_is_one_self_contained_page(job):
     page = _Page()
-    page.feed(storage.read_bytes(storage.join(job.attempt, "report", INDEX_HTML)).decode("utf-8"))
+    page.feed(storage.read_bytes(storage.join(job.attempt, REPORT_PAGE)).decode("utf-8"))
     text = "".join(page.text)
     # gate comparison and training curves of the trained model, 3 validation/horizon plots, accuracy history
     assert len(page.images) == 6
@@ -204,7 +204,7 @@ def test_report_is_one_self_contained_page(job):
 def test_commit_lists_all_outputs(job):
     files = job.manifest["files"]
     assert "submission.csv" in files
-    assert [f for f in files if f.startswith("report/")] == [f"report/{INDEX_HTML}"]
+    assert [f for f in files if f.startswith("report/")] == [REPORT_PAGE]
     assert any(f.startswith("predictions/split=test/") and f.endswith(".parquet") for f in files)
     assert any(f.startswith("predictions/split=validation/") and f.endswith(".parquet") for f in files)
 
@@ -217,7 +217,7 @@ def test_model_with_other_vocabularies_gets_reindexed_features(inputs, spark, tm
     model = predict_fixtures.build_model(model_vocabs, seed=11)
     model_uri, out_uri = str(tmp_path / "champion"), str(tmp_path / "out")
     predict_fixtures.write_model(model_uri, model_vocabs, model=model)
-    manifest = predict.run(spark, model_uri, features.uri, out_uri, raw_uri=inputs.raw)
+    manifest = predict.run_predict(spark, model_uri, features.uri, out_uri, raw_uri=inputs.raw)
     assert manifest["summary"]["remapped_vocabularies"] == ["Store"]
 
     # Encode Store independently, from the raw StoreId and the model's vocabulary.
@@ -253,7 +253,7 @@ def test_bad_input_fails_clearly_and_commits_nothing(inputs, spark, tmp_path, mu
     out_uri = str(tmp_path / "out")
     features_uri, raw_uri = _broken_features(tmp_path, mutate)
     with pytest.raises(ForecastInputError, match=message):
-        predict.run(spark, inputs.model_uri, features_uri, out_uri, raw_uri=raw_uri)
+        predict.run_predict(spark, inputs.model_uri, features_uri, out_uri, raw_uri=raw_uri)
     assert not storage.exists(storage.join(out_uri, storage.MANIFEST_NAME))
 
 
@@ -279,7 +279,7 @@ def test_raw_test_id_missing_from_the_prepared_split_fails_with_exit_2(inputs, s
                                                    validation).uri
     out_uri = str(tmp_path / "out")
     with pytest.raises(ForecastInputError) as error:
-        predict.run(spark, inputs.model_uri, features_uri, out_uri, raw_uri=raw_uri)
+        predict.run_predict(spark, inputs.model_uri, features_uri, out_uri, raw_uri=raw_uri)
     message = str(error.value)
     assert message.startswith(f"{raw_uri}/test.csv: 1 Id(s) are not in the prepared test split")
     assert f"e.g. Ids ['{lost}']" in message and f"{storage.committed_uri(features_uri)}/rejected/" in message
@@ -299,12 +299,12 @@ def test_prepared_ids_not_in_the_raw_test_csv_mean_another_drop(inputs, spark, t
     raw_uri = predict_fixtures.write_raw_test(str(tmp_path / "raw"), test.iloc[1:])
     features_uri = predict_fixtures.write_features(str(tmp_path / "features"), test, validation).uri
     with pytest.raises(ForecastInputError, match=r"1 Id\(s\) are not in .*test\.csv.*--raw is not the drop"):
-        predict.run(spark, inputs.model_uri, features_uri, str(tmp_path / "out"), raw_uri=raw_uri)
+        predict.run_predict(spark, inputs.model_uri, features_uri, str(tmp_path / "out"), raw_uri=raw_uri)
 
 
 def test_uncommitted_model_is_refused(inputs, spark, tmp_path):
     with pytest.raises(storage.OutputNotCommittedError, match="neither a committed train output"):
-        predict.run(spark, str(tmp_path / "no-model"), inputs.features.uri, str(tmp_path / "out"),
+        predict.run_predict(spark, str(tmp_path / "no-model"), inputs.features.uri, str(tmp_path / "out"),
                     raw_uri=inputs.raw)
 
 
@@ -319,7 +319,7 @@ def test_job_reads_and_writes_s3(spark, s3_bucket):
     result = run_job(spark, committed_inputs(s3_bucket, test, validation))
     assert result.attempt.startswith(s3_bucket)
     assert sorted(result.submission["Id"]) == sorted(test["Id"]) and len(result.submission) == len(test)
-    assert b"data:image/png;base64," in storage.read_bytes(storage.join(result.attempt, "report", INDEX_HTML))
+    assert b"data:image/png;base64," in storage.read_bytes(storage.join(result.attempt, REPORT_PAGE))
 
 
 @pytest.mark.slow

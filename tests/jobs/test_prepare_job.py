@@ -200,8 +200,8 @@ HOTSPOT_HUGE_METHOD_LIMIT = 8000
 def test_generated_code_of_the_feature_pass_and_the_writes_stays_jit_compilable(spark, raw_dir, prepared):
     from rossmann_jobs.features import encode, split
     from rossmann_jobs.features.pipeline import classify_lookups, classify_sales, sales_features, sales_rows
-    from rossmann_jobs.features.validate import parse_columns
-    from rossmann_jobs.prepare import materialized, read_text_csv, release
+    from rossmann_jobs.features.validate import parse_columns, read_text_csv
+    from rossmann_jobs.spark_session import materialized, release
 
     metadata = prepared[2]
     parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw_dir, name), raw_file), raw_file)

@@ -188,7 +188,7 @@ class _Images(html.parser.HTMLParser):
 
 @pytest.mark.slow
 def test_score_job_writes_records_summary_and_report_and_reruns_identically(spark, drop):
-    summary = score.run(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])
+    summary = score.run_score(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])
     first = read_tree(drop["out"])
     assert sorted(first) == ["2015-08-01/run_a/2015-08-04.json", "2015-08-03/run_b/2015-08-04.json",
                              "2015-08-03/run_c/2015-08-04.json", "report/index.html", "summary.json"]
@@ -219,29 +219,29 @@ def test_score_job_writes_records_summary_and_report_and_reruns_identically(spar
     assert all(base64.b64decode(s.split(",", 1)[1]).startswith(PNG_SIGNATURE) for s in images.sources)
     assert "2015-08-03/run_c" in page
 
-    score.run(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])
+    score.run_score(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])
     assert read_tree(drop["out"]) == first   # an idempotent re-run: byte-identical objects
 
 
 @pytest.mark.slow
 def test_a_later_drop_adds_a_record_and_an_earlier_one_never_replaces_it(spark, drop, tmp_path):
-    score.run(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])
+    score.run_score(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])
     later = storage.join(drop["root"], "raw", "2015-08-05")
     storage.write_bytes(storage.join(later, "train.csv"),
                         ("\n".join(raw_train_lines(ACTUALS + [(1, "2015-08-05", 100)])) + "\n").encode())
-    summary = score.run(spark, later, date(2015, 8, 5), drop["forecasts"], drop["out"])
+    summary = score.run_score(spark, later, date(2015, 8, 5), drop["forecasts"], drop["out"])
     assert storage.exists(storage.join(drop["out"], "2015-08-03/run_b/2015-08-05.json"))
     assert summary["forecasts"]["2015-08-03/run_b"]["rows"] == 3 and summary["scored_through"] == "2015-08-05"
-    again = score.run(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])   # a backfill of 08-04
+    again = score.run_score(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])   # a backfill of 08-04
     assert again["forecasts"]["2015-08-03/run_b"]["scoring_date"] == "2015-08-05"
 
 
 def test_bad_forecast_lists_fail_clearly(spark, drop):
     bad = forecast_list(drop["root"], [{"as_of": "2015-08-04", "run_id": "x", "run_key": "x", "predictions_uri": "p"}])
     with pytest.raises(ScoringInputError, match="not before the scoring date 2015-08-04"):
-        score.run(spark, drop["raw"], SCORING_DATE, bad, drop["out"])
+        score.run_score(spark, drop["raw"], SCORING_DATE, bad, drop["out"])
     gone = forecast_list(drop["root"], [{"as_of": "2015-08-01", "run_id": "x", "run_key": "x",
                                          "predictions_uri": storage.join(drop["root"], "nowhere")}])
     with pytest.raises(ScoringInputError, match="re-run the run's publish_forecast"):
-        score.run(spark, drop["raw"], SCORING_DATE, gone, drop["out"])
+        score.run_score(spark, drop["raw"], SCORING_DATE, gone, drop["out"])
     assert not storage.exists(storage.join(drop["out"], "summary.json"))
