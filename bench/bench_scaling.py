@@ -7,8 +7,9 @@ For each scale it runs, as the DAG does (spark-submit, local[2], the DAG's Spark
      --num-proc Horovod ranks;
   4. predict with that model: the whole horizon plus the validation window, submission and report.
 Per step: wall time, peak memory of the whole process tree (spark-submit's JVM, the Python driver, Spark's Python
-workers, the Horovod ranks: RSS summed, sampled every 0.25 s), and for Spark jobs the bytes Spark spilled (its event
-log). Fits time = a x rows^k per step (least squares on logs; k = 1 is linear) and draws a log-log plot. Writes
+workers, the Horovod ranks: PSS summed, sampled every 0.25 s), and for Spark jobs the bytes Spark spilled (its event
+log). Fits time = a x rows^k per step against the rows it handled (least squares on logs; k = 1 is linear) and,
+since every job pays a fixed start-up, time = fixed + rows / rows_per_s; draws a log-log plot. Writes
 bench/out/scaling.json and bench/figures/scaling.png, and prints a table.
 
     PATH=.venvs/jobs/bin:$PATH .venvs/jobs/bin/python bench/bench_scaling.py [--scales 1,3,10] [--workdir DIR]
@@ -45,7 +46,9 @@ STEPS = ("generate", "prepare", "train", "predict")
 
 
 class PeakMemory:
-    """Peak summed RSS of a process and all its descendants, sampled in a thread while it runs."""
+    """Peak memory of a process and all its descendants, sampled in a thread while it runs: the sum of their PSS
+    (each shared page split between its sharers; RSS would count the JVM twice whenever it spawns a helper
+    process, which briefly shares its address space), and the largest single RSS."""
 
     def __init__(self, pid: int, interval_s: float = 0.25):
         self.peak_bytes, self.peak_single_bytes = 0, 0
@@ -59,14 +62,16 @@ class PeakMemory:
                 processes = [self._root, *self._root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 return
-            sizes = []
+            proportional, resident = [], []
             for process in processes:
                 try:
-                    sizes.append(process.memory_info().rss)
-                except psutil.NoSuchProcess:
-                    pass
-            self.peak_bytes = max(self.peak_bytes, sum(sizes))
-            self.peak_single_bytes = max(self.peak_single_bytes, max(sizes, default=0))
+                    info = process.memory_full_info()
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+                proportional.append(info.pss)
+                resident.append(info.rss)
+            self.peak_bytes = max(self.peak_bytes, sum(proportional))
+            self.peak_single_bytes = max(self.peak_single_bytes, max(resident, default=0))
             self._stop.wait(interval_s)
 
     def stop(self) -> None:
@@ -171,13 +176,30 @@ def fit_exponent(points: list[tuple[float, float]]) -> float | None:
     return round(sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread, 3) if spread else None
 
 
+def fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """(intercept, slope) of time = intercept + slope x rows, least squares."""
+    if len(points) < 2:
+        return None
+    mean_x, mean_y = sum(x for x, _ in points) / len(points), sum(y for _, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if not spread:
+        return None
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    return mean_y - slope * mean_x, slope
+
+
 def growth(results: list[dict]) -> dict:
-    """Per step, the fitted exponents of wall time and peak memory against the number of stores."""
+    """Per step: the exponents k of wall time and peak memory against the rows it handled (time = a x rows^k),
+    and the split of wall time into a fixed start-up and a per-row cost (time = fixed + rows / rows_per_s), which
+    separates the JVM, Spark and Horovod start-up from the work that grows with the data."""
     fits = {}
     for step in STEPS:
-        rows = [(r["stores"], r["steps"][step]) for r in results if step in r["steps"]]
-        fits[step] = {"time_k": fit_exponent([(s, m["wall_s"]) for s, m in rows]),
-                      "memory_k": fit_exponent([(s, m["peak_tree_mb"]) for s, m in rows])}
+        measured = [r["steps"][step] for r in results if step in r["steps"]]
+        line = fit_line([(m["rows"], m["wall_s"]) for m in measured])
+        fits[step] = {"time_k": fit_exponent([(m["rows"], m["wall_s"]) for m in measured]),
+                      "memory_k": fit_exponent([(m["rows"], m["peak_tree_mb"]) for m in measured]),
+                      "fixed_s": round(line[0], 1) if line else None,
+                      "rows_per_s": round(1 / line[1]) if line and line[1] > 0 else None}
     return fits
 
 
@@ -212,7 +234,8 @@ def plot(results: list[dict], path: Path) -> None:
 
 def table(results: list[dict], fits: dict) -> str:
     header = " | ".join(f"{r['scale']}x ({r['stores']:,} stores)" for r in results)
-    lines = [f"| step | {header} | time k | memory k |", "|---|" + "---|" * len(results) + "---|---|"]
+    lines = [f"| step | {header} | time k | memory k | fixed s | rows/s beyond it |",
+             "|---|" + "---|" * len(results) + "---|---|---|---|"]
     for step in STEPS:
         cells = []
         for r in results:
@@ -222,8 +245,10 @@ def table(results: list[dict], fits: dict) -> str:
                 continue
             spill = m.get("spilled", {}).get("disk_spilled", 0)
             cells.append(f"{m['wall_s']:.0f} s, {m['peak_tree_mb'] / 1024:.2f} GiB"
-                         + (f", spilled {spill / 2 ** 20:.0f} MiB" if spill else "") + f", {m['rows']:,} rows")
-        lines.append(f"| {step} | " + " | ".join(cells) + f" | {fits[step]['time_k']} | {fits[step]['memory_k']} |")
+                         + (f", spilled {spill / 2 ** 20:.1f} MiB" if spill else "") + f", {m['rows']:,} rows")
+        fit = fits[step]
+        lines.append(f"| {step} | " + " | ".join(cells)
+                     + f" | {fit['time_k']} | {fit['memory_k']} | {fit['fixed_s']} | {fit['rows_per_s']:,} |")
     return "\n".join(lines)
 
 
