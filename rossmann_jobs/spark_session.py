@@ -1,4 +1,5 @@
-"""The one SparkSession builder every job uses, plus stage-progress logging and step timers."""
+"""The one SparkSession builder every job uses, stage-progress logging, step timers, shared Spark tactics and
+run_job, the shell of every job's main()."""
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,7 @@ DEFAULT_CONF = {
     # and the blocks a running task reads cannot be evicted for its own aggregation. Smaller blocks (at least 8
     # partitions after AQE's coalescing) and 4 MB memory pages (default: up to 64 MB, 32 MB with a 2g driver) keep
     # an aggregation's first page obtainable: at 10x the stores, a 2g prepare failed 1 run in 4 with "No enough
-    # memory for aggregation" before, and none in 4 after, at the same speed (bench/RESULTS.md, "Scaling").
+    # memory for aggregation" before, and none in 7 after, at the same speed (bench/RESULTS.md, "Scaling").
     "spark.sql.adaptive.coalescePartitions.minPartitionNum": "8",
     "spark.buffer.pageSize": "4m",
 }
@@ -168,7 +169,6 @@ def concurrently(*actions: Callable[[], Any]) -> list[Any]:
         return [future.result() for future in futures]
 
 
-
 # --- the job shell --------------------------------------------------------------------------------------------
 
 _running_steps: list[str] = []   # the timed steps under way (several at once where driver threads run actions)
@@ -196,7 +196,8 @@ def timed(step: str, timings: dict[str, float] | None = None) -> Iterator[None]:
 
 
 class SparkMemoryError(RuntimeError):
-    """A Spark task could not get the memory it asked for: the same data with the same settings fails again."""
+    """A Spark task could not get the memory it asked for: a retry with the same settings would most likely fail
+    the same way, so the job ends at once with what to raise."""
 
 
 # Spark's execution memory manager raises SparkOutOfMemoryError in the task (an aggregation's hash map or a sort
@@ -219,8 +220,8 @@ def memory_error(job: str, error: BaseException, conf: dict[str, str],
     example = json.dumps({"job_conf": {job: {"spark.driver.memory": "4g", "spark.executor.memory": "4g"}}})
     return SparkMemoryError(
         f"Spark ran out of memory during '{during}' ({(match.group(1) or 'OutOfMemoryError').strip()}) with "
-        f"{sizing or 'Spark defaults'}. The same data with the same settings fails again: give the {job} job more "
-        "memory per task - spark.driver.memory in local mode (its tasks run in the driver JVM), "
+        f"{sizing or 'Spark defaults'}. A retry with the same settings would most likely fail again: give the "
+        f"{job} job more memory per task - spark.driver.memory in local mode (its tasks run in the driver JVM), "
         "spark.executor.memory or fewer spark.executor.cores on a cluster - in the Spark connection's extra, e.g. "
         f"{example} (docs/deploy.md, 'Sizing').")
 

@@ -77,3 +77,16 @@ def test_prepare_without_memory_to_spill_fails_fast_naming_step_sizing_and_setti
     assert "spark.driver.memory=512m" in reason and f"spark.memory.fraction={STARVED}" in reason   # what it had
     assert '"job_conf": {"prepare": {"spark.driver.memory"' in reason   # what to raise, and where
     assert not storage.exists(storage.join(out, storage.MANIFEST_NAME))   # nothing committed
+
+
+def test_only_out_of_memory_errors_get_the_sizing_message():
+    from rossmann_jobs.spark_session import memory_error
+
+    conf = {"spark.master": "local[2]", "spark.driver.memory": "2g", "spark.app.name": "rossmann-prepare"}
+    assert memory_error("prepare", RuntimeError("Connection refused: s3"), conf, ["prepare"]) is None
+    spark_said = ("An error occurred while calling o91.collectToPython.\n: org.apache.spark.SparkException: Job "
+                  "aborted: org.apache.spark.memory.SparkOutOfMemoryError: No enough memory for aggregation\n\tat x")
+    message = str(memory_error("train", RuntimeError(spark_said), conf, ["train", "gate scores"]))
+    assert message.startswith("Spark ran out of memory during 'train, gate scores' (No enough memory for aggregation)")
+    assert "spark.master=local[2], spark.driver.memory=2g." in message and "spark.app.name" not in message
+    assert '{"job_conf": {"train": {"spark.driver.memory": "4g"' in message
