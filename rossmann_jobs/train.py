@@ -7,8 +7,6 @@ spark-submit rossmann_jobs/train.py --features URI --out URI [--num-proc N] [--e
 
 Each Horovod rank streams its own Parquet shard from the store; nothing is collected to the driver. Rank 0 writes a
 checkpoint to <out>/checkpoints/ every epoch; a re-run of the same --out resumes from it (unless --no-resume).
-Fault injection for tests: ROSSMANN_TRAIN_KILL_AFTER_EPOCH=K makes the last rank SIGKILL itself after epoch K's
-checkpoint, on a run that started fresh (a run that resumed from a checkpoint ignores it; inert when unset).
 After training, the driver scores the committed model, the --champion-model (if any) and the naive seasonal baseline
 on the validation rows (training/gate_scores.py): metrics.json `gate_scores`, the quality gate's input.
 --warm-start-model (the champion as of D, in the DAG) starts a fresh run from that model's weights, embeddings
@@ -37,7 +35,6 @@ from rossmann_jobs.training.worker import WorkerConfig, train_fn
 
 log = logging.getLogger("rossmann.train")
 
-KILL_AFTER_EPOCH_ENV = "ROSSMANN_TRAIN_KILL_AFTER_EPOCH"
 # A dead or stuck rank must fail the job, not hang it; each can be overridden from the environment.
 WORKER_TIMEOUT_ENV = {
     "HOROVOD_GLOO_TIMEOUT_SECONDS": "120",          # rendezvous / connecting to peers
@@ -202,7 +199,6 @@ def run(spark, args: argparse.Namespace) -> dict[str, Any]:
     if not args.resume and storage.exists(checkpoints):
         log.info("--no-resume: removing old checkpoints under %s", checkpoints)
         storage.delete_prefix(checkpoints)
-    kill_after = os.environ.get(KILL_AFTER_EPOCH_ENV)
     with timed("train statistics", timings):
         start = train_statistics(spark, features.train_files)
     warm_start, params, warm_start_facts = warm_start_plan(args, features, params)
@@ -210,7 +206,6 @@ def run(spark, args: argparse.Namespace) -> dict[str, Any]:
                           vocab_sizes=features.vocab_sizes, max_sales=features.max_sales,
                           params=params.to_dict(), checkpoint_root=checkpoints,
                           features_attempt=features.attempt_uri, resume=args.resume,
-                          kill_after_epoch=int(kill_after) if kill_after else None,
                           start=start, warm_start=warm_start)
     log.info("training on %s (%d train files, %d rows) with %d Horovod processes, %d epochs, batch %d/rank",
              features.attempt_uri, len(features.train_files), sum(u.rows for u in train_units), num_proc,

@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import math
 import os
-import signal
 import socket
 import tempfile
 import threading
@@ -47,7 +46,6 @@ class WorkerConfig:
     checkpoint_root: str
     features_attempt: str
     resume: bool
-    kill_after_epoch: int | None = None   # fault injection for tests; None = inert
     start: TrainStatistics | None = None  # train-split statistics the untrained model starts from
     warm_start: WarmStart | None = None   # an earlier model to start from when there is no checkpoint to resume
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -125,8 +123,6 @@ def _train(hvd, tf, config: WorkerConfig, params: TrainParams, plan: ShardPlan,
                             _state(epoch, sched, history, params, config, size, state["warm_started"]),
                             is_best=sched.best_epoch == epoch)
             log.info("epoch %d: checkpoint written in %.1f s", epoch, time.perf_counter() - saved_at)
-        if config.kill_after_epoch == epoch and state["epoch"] == 0:
-            _inject_fault(tf, hvd, epoch)   # only on a fresh run, so the retry that resumes can finish
 
     # Destroying the exhausted tf.data iterator (from_generator) blocks one rank for 20-40 s on TF 2.15, and
     # horovod.spark.run waits for every rank's process to exit: let a daemon thread drop it while this rank finishes.
@@ -306,15 +302,6 @@ def _epoch_record(epoch: int, reduced, l2_penalty: float, learning_rate: float, 
         "steps": steps,
         "batch_size": batch_size,
     }
-
-
-def _inject_fault(tf, hvd, epoch: int) -> None:
-    """Test hook (ROSSMANN_TRAIN_KILL_AFTER_EPOCH): the last rank dies hard once epoch's checkpoint is written."""
-    hvd.allreduce(tf.constant(0), op=hvd.Sum, name="checkpoint_written")  # rank 0 has finished writing
-    if hvd.rank() == hvd.size() - 1:
-        log.warning("fault injection: rank %d SIGKILLs itself after epoch %d", hvd.rank(), epoch)
-        logging.shutdown()
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _placement(hvd) -> dict[str, Any]:
