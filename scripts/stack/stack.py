@@ -43,6 +43,7 @@ AIRFLOW_BIN = REPO / ".venvs" / "airflow" / "bin"
 DEFAULT_BUCKET = "rossmann"
 DEFAULT_S3_PORT = 5455
 DEFAULT_API_PORT = 8080
+SHARED_AIRFLOW_ENV = REPO / "docker" / "airflow.env"   # settings this stack and docker-compose.yaml share
 ADMIN_USER = "admin"
 UI_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 DEFAULT_POSTGRES_PORT = 5439
@@ -451,6 +452,19 @@ def aws_env(stack: Stack, endpoint: str) -> dict[str, str]:
             "AWS_ENDPOINT_URL": endpoint, "AWS_DEFAULT_REGION": "us-east-1"}
 
 
+def shared_airflow_settings(path: Path = SHARED_AIRFLOW_ENV) -> dict[str, str]:
+    """The KEY=VALUE lines of the env file both stacks read (comments and blank lines skipped)."""
+    settings = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, separator, value = line.partition("=")
+            if not separator:
+                raise ValueError(f"{path}: {line!r} is not KEY=VALUE")
+            settings[key.strip()] = value.strip()
+    return settings
+
+
 def airflow_env(stack: Stack, endpoint: str, api_port: int | None = None, spark_master: str = "local[2]",
                 bucket: str = DEFAULT_BUCKET, parallelism: int = 4, sql_alchemy_conn: str | None = None,
                 spark_conf: dict[str, str] | None = None) -> dict[str, str]:
@@ -467,17 +481,14 @@ def airflow_env(stack: Stack, endpoint: str, api_port: int | None = None, spark_
     aws_conn = {"conn_type": "aws", "login": keys["s3_access_key_id"], "password": keys["s3_secret_access_key"],
                 "extra": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
     return {
+        # Executor, examples, paused DAGs, deferrable sensors (`airflow dags test` runs a deferred trigger inline
+        # and without its timeout: the demo lands the drop before it runs), API timeout: as in docker-compose.yaml.
+        **shared_airflow_settings(),
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": str(parallelism),
         "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(parallelism),
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-        # The raw-drop sensor waits on the triggerer (S3KeyTrigger), not in a worker slot. `airflow dags test`
-        # runs a deferred trigger inline and without its timeout: the demo lands the drop before it runs.
-        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(stack.passwords_file),
@@ -488,7 +499,6 @@ def airflow_env(stack: Stack, endpoint: str, api_port: int | None = None, spark_
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__API__SECRET_KEY": keys["api_secret_key"],
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
-        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_conn),

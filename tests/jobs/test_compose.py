@@ -48,37 +48,6 @@ COMPOSE_OWN_VARIABLES = {"COMPOSE_PROJECT_NAME"}
 
 # --- helpers ----------------------------------------------------------------------------------------------------
 
-def interpolate(value: str, env: dict[str, str]) -> str:
-    """Compose variable interpolation: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?err}, ${VAR?err}."""
-    def substitute(match: re.Match) -> str:
-        if match["escaped"]:
-            return "$"
-        name = match["braced"] or match["named"]
-        op, arg = match["op"], match["arg"]
-        current = env.get(name)
-        if op in (":-", ":?"):
-            present = bool(current)
-        else:
-            present = current is not None
-        if present:
-            return current
-        if op in (":?", "?"):
-            raise KeyError(f"required variable {name} is unset: {arg}")
-        return arg if op in (":-", "-") else ""
-
-    return VARIABLE.sub(substitute, value)
-
-
-def interpolate_tree(node, env: dict[str, str]):
-    if isinstance(node, str):
-        return interpolate(node, env)
-    if isinstance(node, list):
-        return [interpolate_tree(item, env) for item in node]
-    if isinstance(node, dict):
-        return {key: interpolate_tree(value, env) for key, value in node.items()}
-    return node
-
-
 def variables_in(node) -> dict[str, set[str]]:
     """Variable name -> the operators it is used with ('' for a plain reference) anywhere in a YAML tree."""
     found: dict[str, set[str]] = {}
@@ -209,9 +178,19 @@ def stack_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def services(raw_compose, stack_env) -> dict[str, dict]:
-    """The services as Compose sees them with a generated .env (anchors merged, variables interpolated)."""
-    return interpolate_tree(raw_compose["services"], stack_env)
+def services(docker_compose, stack_env, tmp_path_factory) -> dict[str, dict]:
+    """The services as Compose itself resolves them with a generated .env (`docker-compose config`: anchors merged,
+    env_file read, variables interpolated)."""
+    env_file = tmp_path_factory.mktemp("compose") / "stack.env"
+    env_file.write_text("".join(f"{key}={value}\n" for key, value in stack_env.items()))
+    result = run_docker_compose(docker_compose, env_file, "--profile", "tools", "config")
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)["services"]
+
+
+def published_container_ports(spec: dict) -> set[int]:
+    """Container ports a service publishes (`docker-compose config` writes them as [ip:]host:container/proto)."""
+    return {int(mapping.split("/")[0].rsplit(":", 1)[-1]) for mapping in spec.get("ports", [])}
 
 
 def airflow_services(services: dict[str, dict]) -> dict[str, dict]:
@@ -264,19 +243,6 @@ def run_docker_compose(binary: str, env_file: Path, *args: str) -> subprocess.Co
     clean_env = {key: os.environ[key] for key in ("PATH", "HOME") if key in os.environ}
     return subprocess.run([binary, "--env-file", str(env_file), "-f", str(COMPOSE_FILE), *args],
                           capture_output=True, text=True, env=clean_env, cwd=REPO, timeout=120)
-
-
-def test_docker_compose_config_accepts_the_file_and_interpolates_as_expected(docker_compose, stack_env, services,
-                                                                            tmp_path):
-    env_file = tmp_path / "stack.env"
-    env_file.write_text("".join(f"{key}={value}\n" for key, value in stack_env.items()))
-    result = run_docker_compose(docker_compose, env_file, "--profile", "tools", "config")
-    assert result.returncode == 0, result.stderr
-    resolved = yaml.safe_load(result.stdout)["services"]
-    assert set(resolved) == set(services)
-    for name, spec in services.items():
-        expected_env = {key: str(value) for key, value in (spec.get("environment") or {}).items()}
-        assert resolved[name].get("environment", {}) == expected_env, f"service {name}: environment differs"
 
 
 def test_docker_compose_refuses_to_start_without_the_secrets(docker_compose, tmp_path):
@@ -436,6 +402,21 @@ def dag_sources() -> str:
     return "\n".join(path.read_text() for folder in ("dags", "plugins") for path in (REPO / folder).rglob("*.py"))
 
 
+def test_both_stacks_take_the_shared_airflow_settings_from_one_file(services, tmp_path):
+    sys.path.insert(0, str(REPO / "scripts" / "stack"))
+    import stack as embedded  # noqa: E402  (scripts/stack/stack.py, standard library only)
+
+    shared = embedded.shared_airflow_settings()
+    assert shared["AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"] == "True" and len(shared) >= 5
+    for name, spec in airflow_services(services).items():
+        environment = {key: str(value) for key, value in spec["environment"].items()}
+        assert {key: environment.get(key) for key in shared} == shared, name
+    laptop = embedded.airflow_env(embedded.Stack(tmp_path), "http://127.0.0.1:1", api_port=8080)
+    assert {key: laptop.get(key) for key in shared} == shared
+    raw = COMPOSE_FILE.read_text()
+    assert not [key for key in shared if f"{key}:" in raw], "a shared setting is also spelt in docker-compose.yaml"
+
+
 def test_every_connection_the_dag_uses_is_set_for_the_task_runner(services):
     conn_ids = set(re.findall(r'\b(?:aws_)?conn_id\s*=\s*"(\w+)"', dag_sources()))
     assert {"spark_default", "aws_default"} <= conn_ids
@@ -489,7 +470,7 @@ def test_s3_settings_point_at_the_stack_minio_with_one_set_of_job_keys(services,
     endpoint = conn["extra"]["endpoint_url"]
     host, port = host_port(endpoint)
     assert host in services and services[host]["command"][0] == "server"
-    assert any(mapping.endswith(f":{port}") for mapping in services[host]["ports"])
+    assert port in published_container_ports(services[host])
     keys = (stack_env["ROSSMANN_S3_ACCESS_KEY"], stack_env["ROSSMANN_S3_SECRET_KEY"])
     assert (conn["login"], conn["password"]) == keys
     init_env = services["minio-init"]["environment"]
@@ -526,7 +507,7 @@ def test_airflow_components_share_one_database_and_api(services):
 
     api_host, api_port = host_port(sample["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"])
     assert services[api_host]["command"] == ["api-server"]
-    assert any(mapping.endswith(f":{api_port}") for mapping in services[api_host]["ports"])
+    assert api_port in published_container_ports(services[api_host])
     assert sample["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
     assert "AIRFLOW_ADMIN_PASSWORD" in services[api_host]["environment"]
     assert all("AIRFLOW_ADMIN_PASSWORD" not in spec["environment"] for name, spec in components.items()
