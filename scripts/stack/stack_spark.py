@@ -1,0 +1,79 @@
+"""A Spark standalone cluster on loopback: a master and workers, for running the jobs as on a real cluster."""
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from stack_processes import running_pid, start_process, stop_processes, wait_http
+from stack_state import JOBS_BIN, Stack, free_port
+
+DEFAULT_SPARK_PORT = 7077
+
+
+def spark_master_url(stack: Stack) -> str | None:
+    port = stack.read_state("spark-master.port")
+    return f"spark://127.0.0.1:{port}" if port and running_pid(stack, "spark-master") else None
+
+
+def spark_cluster_status(stack: Stack) -> dict:
+    """The master's own view (its web UI's JSON): workers with their state, cores and memory."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{stack.read_state('spark-master.webui')}/json", timeout=10) as r:
+        return json.load(r)
+
+
+def start_spark_cluster(stack: Stack, workers: int = 2, cores: int = 1, memory: str = "2g",
+                        port: int | None = None, timeout_s: float = 180) -> str:
+    """A Spark standalone master and `workers` workers on 127.0.0.1, from the jobs environment's Spark; returns
+    the master URL once every worker has registered. Each worker offers `cores` cores and `memory`."""
+    if (url := spark_master_url(stack)) is not None:
+        return url
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PATH": f"{JOBS_BIN}:{os.environ.get('PATH', '')}"}
+    spark_class = str(JOBS_BIN / "spark-class")
+    port, webui = free_port(port or DEFAULT_SPARK_PORT), free_port()
+    start_process(stack, "spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host",
+                                          "127.0.0.1", "--port", str(port), "--webui-port", str(webui)], env)
+    stack.write_state("spark-master.port", str(port))
+    stack.write_state("spark-master.webui", str(webui))
+    stack.write_state("spark-workers", str(workers))
+    url = f"spark://127.0.0.1:{port}"
+    wait_http(f"http://127.0.0.1:{webui}/json", timeout_s, "spark-master", stack)
+    for index in range(1, workers + 1):
+        work_dir = spark_worker_dir(stack, index)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        start_process(stack, f"spark-worker-{index}",
+                      [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores",
+                       str(cores), "--memory", memory, "--webui-port", str(free_port()), "--work-dir", str(work_dir),
+                       url], env)
+    deadline = time.monotonic() + timeout_s
+    while (alive := spark_cluster_status(stack).get("aliveworkers", 0)) < workers:
+        if time.monotonic() > deadline:
+            logs = "\n".join(f"{name}: {(stack.log_dir / f'{name}.log').read_text(errors='replace')[-1500:]}"
+                             for name in ["spark-master"] + [f"spark-worker-{i}" for i in range(1, workers + 1)])
+            raise RuntimeError(f"only {alive} of {workers} Spark workers registered with {url} within "
+                               f"{timeout_s:.0f} s:\n{logs}")
+        time.sleep(1)
+    return url
+
+
+def spark_worker_dir(stack: Stack, index: int) -> Path:
+    """Where worker `index` (1-based) puts its executors: <dir>/<application id>/<executor id>/."""
+    return stack.state_dir / "spark" / f"worker-{index}"
+
+
+def stop_spark_cluster(stack: Stack) -> list[str]:
+    """Workers first (their executors are in their process groups), then the master."""
+    workers = int(stack.read_state("spark-workers") or 0)
+    stopped = stop_processes(stack, [f"spark-worker-{index}" for index in range(1, workers + 1)])
+    return stopped + stop_processes(stack, ["spark-master"])
+
+
+def spark_cluster_conf(stack: Stack, executor_memory: str = "1g") -> dict[str, str]:
+    """Settings for jobs on this cluster: one executor per worker core, all cores for one application."""
+    status = spark_cluster_status(stack)
+    return {"spark.cores.max": str(status["cores"]), "spark.executor.cores": "1",
+            "spark.executor.memory": executor_memory}
