@@ -1,9 +1,9 @@
 """How a job and its Airflow task talk: the job names and how a job reports bad input. Standard library only.
 
-A known input or feature error cannot be fixed by running the same task again, so the job (spark_session.run_job)
-logs one `<job> failed: <reason>` line as its last and exits with BAD_INPUT_EXIT_CODE; the operator
-(plugins/rossmann/spark_submit.py) then fails the task without retries, with that line as the reason. Any other
-exit status keeps Airflow's retry policy.
+A known input or feature error, or Spark running out of memory, cannot be fixed by running the same task again, so
+the job (spark_session.run_job) logs one `<job> failed: <reason>` line as its last and exits with
+BAD_INPUT_EXIT_CODE; the operator (plugins/rossmann/spark_submit.py) then fails the task without retries, with that
+line as the reason. Any other exit status keeps Airflow's retry policy.
 """
 from __future__ import annotations
 
