@@ -236,7 +236,7 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
 
 
 def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *, raw_uri: str,
-        trained_model_uri: str = "", scores_uri: str = "", gate_decision: str = "") -> dict:
+                trained_model_uri: str = "", scores_uri: str = "", gate_decision: str = "") -> dict:
     """The whole job on an existing session; returns the commit manifest."""
     timings: dict[str, float] = {}
     model_attempt, features_attempt = model_attempt_uri(model_uri), storage.committed_uri(features_uri)

@@ -241,6 +241,7 @@ def run_job(name: str, run: Callable[[Any, argparse.Namespace], Any], args: argp
     "<name> failed: <reason>" line and exit status 2. Anything else propagates (exit 1: retryable)."""
     spark = build_spark_session(f"rossmann-{name}")
     failure: BaseException | None = None
+    _steps_at_failure.clear()   # a failure's steps are this run's, not those of an earlier job in the process
     try:
         with stage_progress(spark, progress_interval_s), timed(name):
             run(spark, args)

@@ -230,10 +230,10 @@ def run(spark, args: argparse.Namespace) -> dict[str, Any]:
         scores = gate_scores(spark, features, model_file, args.champion_model)
     write_metrics(attempt, summary, params, num_proc, timings, scores, warm_start_facts)
     manifest = storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
-                                       "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
-                                       "horovod_size": summary["horovod_size"],
-                                       "epochs_run": len(summary["history"]), "gate_scores": scores,
-                                       "warm_started": bool(summary.get("warm_started"))})
+                                                  "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
+                                                  "horovod_size": summary["horovod_size"],
+                                                  "epochs_run": len(summary["history"]), "gate_scores": scores,
+                                                  "warm_started": bool(summary.get("warm_started"))})
     log.info("committed %s: best epoch %s, val exp_rmspe %.5f", attempt, summary["best_epoch"],
              summary["best_val_exp_rmspe"])
     return manifest
