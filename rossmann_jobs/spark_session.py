@@ -35,7 +35,8 @@ DEFAULT_CONF = {
     # and the blocks a running task reads cannot be evicted for its own aggregation. Smaller blocks (at least 8
     # partitions after AQE's coalescing) and 4 MB memory pages (default: up to 64 MB, 32 MB with a 2g driver) keep
     # an aggregation's first page obtainable: at 10x the stores, a 2g prepare failed 1 run in 4 with "No enough
-    # memory for aggregation" before, and none in 7 after, at the same speed (bench/RESULTS.md, "Scaling").
+    # memory for aggregation" before, and none in 7 after, at the same speed (bench/RESULTS.md, "Scaling"). For an
+    # execution pool of a few MB (spark.memory.fraction far below its 0.6) Spark would pick 1 MB pages: set that too.
     "spark.sql.adaptive.coalescePartitions.minPartitionNum": "8",
     "spark.buffer.pageSize": "4m",
 }

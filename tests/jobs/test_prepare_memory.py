@@ -20,9 +20,13 @@ pytestmark = pytest.mark.slow
 AS_OF = date(2015, 7, 31)
 STORES = 40   # ~40,000 train.csv rows: enough to spill at the fraction below, a job of ~20 s
 # spark.memory.fraction of (512 MB - Spark's 300 MB reserve) for execution and storage: 0.05 is ~10 MB for both task
-# slots, where prepare's sorts and aggregations spill (0.04 spilled 12.7 MB and passed when measured); at 0.002
-# (~0.4 MB) a hash aggregation cannot get its first page and the task fails even after spilling.
+# slots, where prepare's sorts and aggregations spill; at 0.002 (~0.4 MB) a hash aggregation cannot get its first
+# page and the task fails even after spilling. The spilling run also takes 1 MB memory pages, which Spark itself
+# picks for a pool that small: with the project's 4 MB default (spark_session.DEFAULT_CONF, sized for 1 GB and up) a
+# hash aggregation there failed in 6 of 10 runs instead of spilling; with 1 MB pages it spilled 3.4 MB and passed 5
+# of 5.
 SPILLING, STARVED = "0.05", "0.002"
+TIGHT_PAGE_SIZE = "1m"
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +40,8 @@ def prepare(raw: str, out: str, memory_fraction: str | None, event_log) -> JobPr
     conf = {"spark.driver.memory": "512m", **event_log_conf(event_log)}
     if memory_fraction:
         conf["spark.memory.fraction"] = memory_fraction
+    if memory_fraction == SPILLING:
+        conf["spark.buffer.pageSize"] = TIGHT_PAGE_SIZE
     job = JobProcess("prepare", ["--raw", raw, "--out", out, "--as-of", AS_OF.isoformat(), "--num-shards", "2"],
                      spark_conf=conf)
     job.wait(timeout_s=300)
