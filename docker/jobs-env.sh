@@ -2,7 +2,8 @@
 # Builds the pinned jobs environment (what the Spark driver and every executor run) into a venv, in an image build
 # stage: the same pins and steps as scripts/setup_env.sh, then the same checks.
 #
-#   jobs-env.sh SRC VENV     SRC holds requirements-jobs.txt and constraints/jobs.txt; needs g++ and make
+#   jobs-env.sh SRC VENV     SRC holds requirements-jobs.txt, constraints/jobs.txt and wheels/ (prebuilt horovod
+#                            wheels, maybe none: docker/wheels/README.md); needs g++ and make to compile horovod
 #
 # Both docker/spark/Dockerfile and docker/airflow/Dockerfile run it in an identical first stage, so a build of
 # the whole stack compiles horovod once (the second image reuses the cached stage).
@@ -25,14 +26,20 @@ PIP="$VENV/bin/pip"
 say "requirements-jobs.txt with constraints/jobs.txt"
 "$PIP" install -q -r "$SRC/requirements-jobs.txt" -c "$SRC/constraints/jobs.txt"
 
-say "horovod $HOROVOD_VERSION with TensorFlow + Gloo (compiles for several minutes)"
-# cmake 4 dropped compatibility with gloo's cmake_minimum_required; constraints/jobs.txt pins cmake 3.x.
-"$PIP" install -q cmake packaging -c "$SRC/constraints/jobs.txt"
-env HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
-    HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" PATH="$VENV/bin:$PATH" \
-    "$PIP" install -q --no-build-isolation "horovod[$HOROVOD_EXTRAS]==$HOROVOD_VERSION" \
-    -c "$SRC/constraints/jobs.txt"
-"$PIP" uninstall -q -y cmake   # build tool only
+prebuilt=$(ls "$SRC"/wheels/horovod-"$HOROVOD_VERSION"-cp311-cp311-linux_x86_64.whl 2>/dev/null || true)
+if [ -n "$prebuilt" ]; then
+  say "horovod $HOROVOD_VERSION from the prebuilt wheel $(basename "$prebuilt")"
+  "$PIP" install -q "$prebuilt[$HOROVOD_EXTRAS]" -c "$SRC/constraints/jobs.txt"
+else
+  say "horovod $HOROVOD_VERSION with TensorFlow + Gloo (compiles for several minutes)"
+  # cmake 4 dropped compatibility with gloo's cmake_minimum_required; constraints/jobs.txt pins cmake 3.x.
+  "$PIP" install -q cmake packaging -c "$SRC/constraints/jobs.txt"
+  env HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
+      HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" PATH="$VENV/bin:$PATH" \
+      "$PIP" install -q --no-build-isolation "horovod[$HOROVOD_EXTRAS]==$HOROVOD_VERSION" \
+      -c "$SRC/constraints/jobs.txt"
+  "$PIP" uninstall -q -y cmake   # build tool only
+fi
 
 say "S3A jars from the sagemaker-pyspark $SAGEMAKER_PYSPARK sdist into pyspark's jars/"
 pyspark_jars="$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars"

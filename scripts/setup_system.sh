@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Debian packages the test suite needs beyond Python/Java/C++: a headless browser for the UI test, the
-# Compose v1 CLI to validate docker-compose.yaml, and the PostgreSQL server for Airflow's metadata in the
-# end-to-end tests (they start a private server from /usr/lib/postgresql/<major>/bin).
+# PostgreSQL server for Airflow's metadata in the end-to-end tests (they start a private server from
+# /usr/lib/postgresql/<major>/bin), and for the compose end-to-end test the Docker engine, the Compose v1 CLI and
+# debootstrap (scripts/compose_e2e.sh starts dockerd itself).
 set -euo pipefail
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
-command -v docker-compose >/dev/null || missing+=(docker-compose)   # validates docker-compose.yaml (no engine needed)
+command -v docker-compose >/dev/null || missing+=(docker-compose)   # validates and runs docker-compose.yaml
+command -v dockerd >/dev/null || missing+=(docker.io)   # the engine of the compose end-to-end test (scripts/compose_e2e.sh)
+command -v debootstrap >/dev/null || missing+=(debootstrap)   # local base images where no registry answers
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then

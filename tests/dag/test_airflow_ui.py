@@ -4,15 +4,14 @@ both active at once, succeed without interfering; a headless Chromium sees the D
 from __future__ import annotations
 
 import json
-import time
-import urllib.error
-import urllib.parse
 import urllib.request
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from airflow_rest import AirflowRest as Api
+from airflow_rest import run_path as dag_run_path
 from rossmann.pools import SPARK_POOL
 from stack_helpers import DAG_ID, SCORING_TASKS, SMALL_RUN_CONF, embedded, start_stack
 
@@ -25,37 +24,6 @@ BACKFILL_DATE = "2015-07-15"   # `airflow backfill create`, at the same time
 REST_RUN_CONF = {**SMALL_RUN_CONF, "raw_drop_timeout_s": 200}
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-
-
-class Api:
-    """A tiny REST client of the Airflow public API, authenticated like a user (POST /auth/token)."""
-
-    def __init__(self, base_url: str, username: str, password: str):
-        self.base_url = base_url
-        status, body = self.call("POST", "/auth/token", {"username": username, "password": password}, auth=False)
-        assert status == 201, body
-        self.token = body["access_token"]
-
-    def call(self, method: str, path: str, body: dict | None = None, auth: bool = True):
-        headers = {"Content-Type": "application/json"}
-        if auth:
-            headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.base_url + path, method=method, headers=headers,
-                                         data=None if body is None else json.dumps(body).encode())
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                raw = response.read()
-                return response.status, json.loads(raw) if raw.strip().startswith((b"{", b"[")) else raw.decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
-
-    def wait_for(self, predicate, timeout_s: float, what: str, interval_s: float = 5.0):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if result := predicate():
-                return result
-            time.sleep(interval_s)
-        raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +55,7 @@ def test_wrong_password_gets_no_token(ui_stack):
 
 
 def run_path(run: dict) -> str:
-    return f"/api/v2/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
+    return dag_run_path(DAG_ID, run)
 
 
 def test_rest_trigger_validates_params_before_a_run_exists(ui_stack, api):

@@ -124,9 +124,10 @@ def copy_sources(path: Path) -> list[str]:
     return sources
 
 
-def ignore_patterns(dockerfile: Path) -> list[str]:
-    ignore_file = dockerfile.with_name(dockerfile.name + ".dockerignore")
-    return [line.strip() for line in ignore_file.read_text().splitlines()
+def ignore_patterns() -> list[str]:
+    """The root .dockerignore: both images' context is the repository root, and the classic builder that
+    docker-compose 1.x uses reads no per-Dockerfile ignore file."""
+    return [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
             if line.strip() and not line.strip().startswith("#")]
 
 
@@ -319,7 +320,7 @@ def test_build_inputs_exist_and_are_in_the_build_context(services):
                                                                            "docker/spark/Dockerfile"}
     for dockerfile in dockerfiles:
         assert dockerfile.is_file()
-        patterns = ignore_patterns(dockerfile)
+        patterns = ignore_patterns()
         for needed_out in (".env", ".venvs", ".git"):
             assert is_ignored(needed_out, patterns), f"{dockerfile}: build context must exclude {needed_out}"
         for source in copy_sources(dockerfile):

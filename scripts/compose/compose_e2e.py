@@ -1,0 +1,430 @@
+"""The docker-compose stack end to end: engine, images, `up`, a raw drop, one DAG run through the REST API (a Spark
+worker container killed mid-training on request), checks of the forecast, the champion and the logs, `down -v`.
+
+    scripts/compose_e2e.sh [--evidence FILE] [--kill-worker-during-train] [--keep]
+
+Writes what it saw to --evidence (JSON: images, run, tasks, logs, outputs, teardown) and exits 1 when a check
+fails. tests/dag/test_compose_e2e.py runs it and asserts on that evidence.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stack"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import images  # noqa: E402  (scripts/compose/images.py)
+
+from airflow_rest import AirflowRest, run_path  # noqa: E402  (scripts/stack/airflow_rest.py)
+
+REPO = images.REPO
+sys.path.insert(0, str(REPO / "docker"))
+import gen_env  # noqa: E402  (docker/gen_env.py: .env.example with fresh secrets)
+
+DAG_ID = "rossmann_forecast"
+PROJECT = "rossmann-e2e"
+IMAGE_TAG = "e2e"
+AS_OF = "2015-07-31"   # the last day of train.csv: the drop's test.csv is the forecast horizon
+STORES = 10
+# Small and fast on 2 cores, long enough to kill a worker after the first checkpoint and still resume; the gate may
+# promote a model up to 25 % worse than the naive baseline on 10 stores (tests/dag/stack_helpers.py, SMALL_RUN_CONF).
+RUN_CONF = {"epochs": 6, "num_proc": 2, "batch_size": 64, "learning_rate": 0.001, "sample_rate": 1.0,
+            "baseline_tolerance": 0.25, "warm_start": False}
+KILLED_WORKER = "spark-worker-2"
+KILL_AFTER_EPOCH = 1
+CHECKPOINT_POINTER = "/model/checkpoints/latest.json"   # rossmann_jobs.training.checkpoint, under a run's model
+SCORING_TASKS = {"score_forecasts", "publish_scores"}   # skipped on a stack's first run: nothing earlier to score
+STACK_READY_TIMEOUT_S = 900
+RUN_TIMEOUT_S = 2700
+SECRET_NAMES = ("POSTGRES_PASSWORD", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_API_SECRET_KEY",
+                "AIRFLOW_JWT_SECRET", "ROSSMANN_S3_SECRET_KEY", "MINIO_ROOT_PASSWORD")
+
+
+def say(message: str) -> None:
+    images.say(message)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def parse_env(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#") and "=" in line)
+
+
+class Compose:
+    """docker-compose with this run's project name, .env and files; the classic builder (root .dockerignore)."""
+
+    def __init__(self, env_file: Path, files: list[Path], variables: dict[str, str]):
+        self.base = ["docker-compose", "--project-name", PROJECT, "--project-directory", str(REPO),
+                     "--env-file", str(env_file)] + [arg for path in files for arg in ("-f", str(path))]
+        self.env = {**os.environ, **variables, "COMPOSE_DOCKER_CLI_BUILD": "0", "DOCKER_BUILDKIT": "0"}
+
+    def __call__(self, *args: str, timeout: float = 600, stream: bool = False, check: bool = True) -> str:
+        command = [*self.base, *args]
+        if stream:   # long builds: show progress as it happens
+            done = subprocess.run(command, env=self.env, timeout=timeout, text=True)
+            output = ""
+        else:
+            done = subprocess.run(command, env=self.env, timeout=timeout, text=True, capture_output=True)
+            output = done.stdout + done.stderr
+        if check and done.returncode:
+            raise RuntimeError(f"`docker-compose {' '.join(args)}` exited {done.returncode}:\n{output[-4000:]}")
+        return output
+
+    def config(self) -> dict:
+        return yaml.safe_load(self("config"))
+
+    def container(self, service: str) -> str:
+        return self("ps", "-q", service).strip()
+
+
+class S3:
+    """The stack's S3 through its published port, with the jobs' keys."""
+
+    def __init__(self, endpoint: str, access_key: str, secret_key: str):
+        import boto3
+
+        self.client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                                   aws_access_key_id=access_key, aws_secret_access_key=secret_key)
+
+    def read(self, uri: str) -> bytes:
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        return self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    def json(self, uri: str):
+        return json.loads(self.read(uri))
+
+    def keys(self, prefix_uri: str) -> list[str]:
+        bucket, _, prefix = prefix_uri.removeprefix("s3://").partition("/")
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/")
+        return sorted(f"s3://{bucket}/{entry['Key']}" for page in pages for entry in page.get("Contents", []))
+
+
+class WorkerKiller:
+    """Once the run has a checkpoint of epoch >= KILL_AFTER_EPOCH, SIGKILLs a Spark worker container's main process
+    from the host, as a crashed machine would; its restart policy (unless-stopped) brings it back."""
+
+    def __init__(self, compose: Compose, s3: S3, runs_prefix: str):
+        self.compose, self.s3, self.prefix = compose, s3, runs_prefix
+        self.record: dict = {"service": KILLED_WORKER, "killed": False}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="worker-killer", daemon=True)
+        self._thread.start()
+
+    def _checkpointed_epoch(self) -> int | None:
+        try:
+            pointers = [uri for uri in self.s3.keys(self.prefix) if uri.endswith(CHECKPOINT_POINTER)]
+            return max((self.s3.json(uri)["epoch"] for uri in pointers), default=None)
+        except Exception:   # noqa: BLE001 - the bucket is being written; look again at the next poll
+            return None
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            epoch = self._checkpointed_epoch()
+            if epoch is None or epoch < KILL_AFTER_EPOCH:
+                continue
+            container = self.compose.container(KILLED_WORKER)
+            pid = int(images.run(["docker", "inspect", "-f", "{{.State.Pid}}", container]).stdout.strip() or 0)
+            if not pid:
+                continue
+            os.kill(pid, signal.SIGKILL)
+            self.record.update(killed=True, container=container, pid=pid, pointer_epoch=epoch,
+                               killed_at=datetime.now(timezone.utc).isoformat())
+            say(f"killed {KILLED_WORKER} (container {container[:12]}, pid {pid}) after the checkpoint of epoch {epoch}")
+            return
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        return self.record
+
+
+def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 5.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if result := predicate():
+                return result
+        except OSError:   # the server is not listening yet
+            pass
+        time.sleep(interval_s)
+    raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def get_json(url: str, timeout: float = 10):
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def wait_for_stack(settings: dict[str, str]) -> AirflowRest:
+    airflow = f"http://127.0.0.1:{settings['AIRFLOW_UI_PORT']}"
+    spark = f"http://127.0.0.1:{settings['SPARK_UI_PORT']}/json/"
+
+    def healthy():
+        health = get_json(f"{airflow}/api/v2/monitor/health")
+        parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+        return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
+
+    wait_until(healthy, STACK_READY_TIMEOUT_S, "Airflow's health endpoint to report every component healthy")
+    wait_until(lambda: get_json(spark).get("aliveworkers") == 2, 300, "both Spark workers to register")
+    api = AirflowRest(airflow, "admin", settings["AIRFLOW_ADMIN_PASSWORD"])
+    api.wait_for(lambda: api.call("GET", f"/api/v2/dags/{DAG_ID}")[0] == 200, 600, "the DAG to be parsed")
+    return api
+
+
+def land_drop(compose: Compose, bucket: str) -> str:
+    say(f"landing the generated raw drop of {AS_OF} ({STORES} stores) with the rossmann-cli service")
+    compose("run", "--rm", "rossmann-cli", "python", "-m", "rossmann_jobs.synth", "land", "--out",
+            f"s3://{bucket}/raw", "--from-date", AS_OF, "--to-date", AS_OF, "--stores", str(STORES), "--seed", "7",
+            timeout=900)
+    return f"s3://{bucket}/raw/{AS_OF}"
+
+
+def task_instances(api: AirflowRest, path: str) -> dict[str, dict]:
+    return {ti["task_id"]: ti for ti in api.call("GET", f"{path}/taskInstances")[1]["task_instances"]}
+
+
+def watch_run(api: AirflowRest, path: str) -> dict:
+    """Polls the run until it ends, printing each task's state changes."""
+    seen: dict[str, tuple] = {}
+
+    def finished():
+        for task, ti in task_instances(api, path).items():
+            state = (ti["state"], ti["try_number"])
+            if seen.get(task) != state:
+                seen[task] = state
+                say(f"{task}: {ti['state']} (try {ti['try_number']})")
+        run = api.call("GET", path)[1]
+        return run if run["state"] in ("success", "failed") else None
+
+    return api.wait_for(finished, RUN_TIMEOUT_S, "the DAG run to finish", interval_s=10)
+
+
+def task_log(api: AirflowRest, path: str, task: str, try_number: int) -> str:
+    status, body = api.call("GET", f"{path}/taskInstances/{task}/logs/{try_number}?full_content=true",
+                            accept="application/json")
+    if status != 200:
+        return f"<HTTP {status}: {body}>"
+    lines = body.get("content", []) if isinstance(body, dict) else [body]
+    return "\n".join(line.get("event", json.dumps(line)) if isinstance(line, dict) else str(line) for line in lines)
+
+
+def xcom(api: AirflowRest, path: str, task: str):
+    status, body = api.call("GET", f"{path}/taskInstances/{task}/xcomEntries/return_value")
+    return body["value"] if status == 200 else None
+
+
+def outputs(s3: S3, plan: dict, published: dict | None) -> dict:
+    """The committed forecast against the drop's test.csv, and the champion pointer."""
+    test_rows = list(csv.DictReader(io.StringIO(s3.read(f"{plan['raw']}/test.csv").decode())))
+    found: dict = {"test_rows": len(test_rows), "closed_ids": sorted(int(r["Id"]) for r in test_rows
+                                                                     if r["Open"] == "0")}
+    if published:
+        rows = list(csv.DictReader(io.StringIO(s3.read(published["submission_uri"]).decode())))
+        found["submission"] = {"uri": published["submission_uri"], "columns": list(rows[0]) if rows else [],
+                               "sales": {int(row["Id"]): float(row["Sales"]) for row in rows}}
+        found["forecast_pointer"] = s3.json(plan["forecast_pointer"])
+    try:
+        champion = s3.json(plan["champion"])
+    except Exception:   # noqa: BLE001 - no champion yet: recorded as None, a failed check below
+        champion = None
+    found["champion"] = champion
+    if champion:
+        found["champion_files"] = s3.keys(champion["model_uri"])
+    return found
+
+
+def secrets_in(texts: dict[str, str], secrets: dict[str, str]) -> dict[str, list[str]]:
+    """For each secret's name, the texts that contain its value (never the value itself)."""
+    return {name: sorted(where for where, text in texts.items() if value and value in text)
+            for name, value in secrets.items()}
+
+
+def container_health(compose: Compose) -> dict[str, str]:
+    """Service -> Docker's health status of its container ('none' without a health check; one-shot services too)."""
+    health = {}
+    for container in compose("ps", "-q").split():
+        inspected = json.loads(images.run(["docker", "inspect", container]).stdout)[0]
+        service = inspected["Config"]["Labels"]["com.docker.compose.service"]
+        health[service] = (inspected["State"].get("Health") or {}).get("Status", "none")
+    return health
+
+
+def teardown(compose: Compose) -> dict:
+    say("tearing down: docker-compose down --volumes")
+    compose("down", "--volumes", "--remove-orphans", "--timeout", "30", timeout=600)
+    label = f"label=com.docker.compose.project={PROJECT}"
+    listings = {"containers": ["docker", "ps", "-aq"], "volumes": ["docker", "volume", "ls", "-q"],
+                "networks": ["docker", "network", "ls", "-q"]}
+    left = {kind: images.run([*command, "--filter", label]).stdout.split() for kind, command in listings.items()}
+    return {"left": left}
+
+
+def checks(evidence: dict, killed: bool) -> dict[str, str | None]:
+    """The run's verdict: check name -> None (passed) or what was wrong."""
+    found, tasks = evidence.get("outputs", {}), evidence.get("tasks", {})
+    result: dict[str, str | None] = {}
+
+    def check(name: str, ok: bool, detail: str) -> None:
+        result[name] = None if ok else detail
+
+    check("dag run succeeded", evidence.get("run", {}).get("state") == "success", str(evidence.get("run")))
+    failed = {task: ti["state"] for task, ti in tasks.items() if task not in SCORING_TASKS and ti["state"] != "success"}
+    check("every task succeeded", tasks and not failed, f"not successful: {failed}")
+    sales, closed = found.get("submission", {}).get("sales", {}), set(found.get("closed_ids", []))
+    check("one forecast row per test.csv row", len(sales) == found.get("test_rows", -1) > 0,
+          f"{len(sales)} forecast rows for {found.get('test_rows')} test rows")
+    check("open days forecast, closed days zero",
+          bool(sales) and all((value == 0) == (row_id in closed) and value >= 0 for row_id, value in sales.items()),
+          "a closed row with sales or an open row without")
+    gate, champion = evidence.get("xcom", {}).get("quality_gate") or {}, found.get("champion") or {}
+    check("the promoted model is the champion", gate.get("promoted") is True
+          and champion.get("model_uri") == gate.get("champion_model_uri") and bool(found.get("champion_files")),
+          f"gate {gate}, champion {champion}")
+    leaked = {name: where for name, where in evidence.get("secrets_found", {}).items() if where}
+    check("no secret in task or container logs", not leaked, f"found: {leaked}")
+    both = set(re.findall(r"rank (\d)/2 runs in Spark executor dir \S+ \(host (\S+),",
+                          "\n".join(evidence.get("logs", {}).get("train_model", []))))
+    check("the two ranks ran on two worker containers", len({host for _, host in both}) >= 2, f"placements {both}")
+    if killed:
+        kill = evidence.get("kill", {})
+        check("a worker was killed mid-training", kill.get("killed") is True, str(kill))
+        check("train_model succeeded on its retry", tasks.get("train_model", {}).get("try_number") == 2,
+              str(tasks.get("train_model")))
+    if "teardown" in evidence:   # absent with --keep
+        check("teardown left nothing", not any(evidence["teardown"]["left"].values()), str(evidence["teardown"]))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--evidence", type=Path, default=None, help="write what the run saw here (JSON)")
+    parser.add_argument("--kill-worker-during-train", action="store_true",
+                        help=f"SIGKILL {KILLED_WORKER} once training has a checkpoint; the task's retry must succeed")
+    parser.add_argument("--keep", action="store_true", help="leave the stack running (no teardown)")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    evidence: dict = {"as_of": AS_OF, "stores": STORES, "conf": RUN_CONF}
+    workdir = Path(tempfile.mkdtemp(prefix="rossmann-compose-e2e-"))
+    evidence["engine"] = images.ensure_engine(workdir.parent / "rossmann-dockerd.log")
+
+    bases = images.base_images()
+    evidence["base_images"] = images.as_records(bases)
+    variables = {base.variable: base.image for base in bases}
+    files = [REPO / "docker-compose.yaml"]
+    minio_image = yaml.safe_load(images.COMPOSE_FILE.read_text())["services"]["minio"]["image"]
+    if images.image_present(minio_image) or images.pulled(minio_image):
+        evidence["s3_server"] = minio_image
+    else:
+        say(f"{minio_image} cannot be pulled: the local S3 server instead (docker-compose.local-s3.yaml)")
+        files.append(REPO / "docker-compose.local-s3.yaml")
+        evidence["s3_server"] = "local (docker-compose.local-s3.yaml)"
+
+    settings = parse_env(gen_env.render(gen_env.TEMPLATE.read_text()))
+    settings.update(COMPOSE_PROJECT_NAME=PROJECT, ROSSMANN_IMAGE_TAG=IMAGE_TAG, AIRFLOW_UI_PORT=str(free_port()),
+                    SPARK_UI_PORT=str(free_port()), MINIO_API_PORT=str(free_port()),
+                    MINIO_CONSOLE_PORT=str(free_port()))
+    env_file = workdir / ".env"
+    env_file.touch(mode=0o600)
+    env_file.write_text("".join(f"{name}={value}\n" for name, value in settings.items()))
+    compose = Compose(env_file, files, variables)
+    config = compose.config()
+    build_targets = {}
+    for service, spec in config["services"].items():
+        if "build" in spec and spec["image"] not in build_targets.values():
+            build_targets[service] = spec["image"]
+    cache = Path(os.environ.get("ROSSMANN_CACHE", Path.home() / ".cache" / "rossmann-forecast"))
+    pins = dict(re.findall(r"^([\w-]+)==([\w.]+)", (REPO / "requirements-jobs.txt").read_text(), re.M))
+    horovod = re.search(r"^HOROVOD_VERSION=(\S+)", (REPO / "docker" / "jobs-env.sh").read_text(), re.M).group(1)
+    evidence["horovod_wheel"] = images.stage_horovod_wheel(cache, pins["tensorflow-cpu"], horovod)
+    evidence["images"] = images.as_records(images.build_images(compose, build_targets))
+
+    secrets = {name: settings[name] for name in SECRET_NAMES}
+    try:
+        say("docker-compose up")
+        up_started = time.monotonic()
+        compose("up", "-d", "--no-build", timeout=900)
+        api = wait_for_stack(settings)
+        evidence["stack_ready_s"] = round(time.monotonic() - up_started, 1)
+        say(f"stack ready in {evidence['stack_ready_s']:.0f} s")
+        bucket = settings["ROSSMANN_BUCKET"]
+        s3 = S3(f"http://127.0.0.1:{settings['MINIO_API_PORT']}", settings["ROSSMANN_S3_ACCESS_KEY"],
+                settings["ROSSMANN_S3_SECRET_KEY"])
+        evidence["raw"] = land_drop(compose, bucket)
+
+        status, body = api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
+        assert status == 200, body
+        status, triggered = api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
+                                     {"logical_date": f"{AS_OF}T00:00:00Z", "conf": RUN_CONF})
+        assert status == 200, triggered
+        path = run_path(DAG_ID, triggered)
+        say(f"triggered {triggered['dag_run_id']} through the REST API")
+        run_started = time.monotonic()
+        killer = WorkerKiller(compose, s3, f"s3://{bucket}/runs/{AS_OF}") if args.kill_worker_during_train else None
+        try:
+            evidence["run"] = watch_run(api, path)
+        finally:
+            if killer:
+                evidence["kill"] = killer.stop()
+        evidence["run_s"] = round(time.monotonic() - run_started, 1)
+        say(f"the run ended {evidence['run']['state']} in {evidence['run_s']:.0f} s")
+
+        tasks = task_instances(api, path)
+        evidence["tasks"] = {task: {key: ti.get(key) for key in ("state", "try_number", "start_date", "end_date")}
+                             for task, ti in tasks.items()}
+        evidence["logs"] = {task: [task_log(api, path, task, n) for n in range(1, (ti["try_number"] or 0) + 1)]
+                            for task, ti in tasks.items()}
+        evidence["xcom"] = {task: xcom(api, path, task)
+                            for task in ("plan_run", "read_train_metrics", "quality_gate", "publish_forecast")}
+        evidence["outputs"] = outputs(s3, evidence["xcom"]["plan_run"], evidence["xcom"]["publish_forecast"])
+        evidence["health"] = container_health(compose)
+        evidence["spark_master"] = get_json(f"http://127.0.0.1:{settings['SPARK_UI_PORT']}/json/")
+        evidence["worker_restarts"] = int(images.run(["docker", "inspect", "-f", "{{.RestartCount}}",
+                                                      compose.container(KILLED_WORKER)]).stdout.strip() or -1)
+        service_logs = compose("logs", "--no-color", timeout=300)
+        texts = {f"{task} try {n}": log for task, logs in evidence["logs"].items() for n, log in enumerate(logs, 1)}
+        texts["docker-compose logs"] = service_logs
+        evidence["secrets_found"] = secrets_in(texts, secrets)
+    except Exception as error:   # noqa: BLE001 - recorded, the stack's logs printed, then the teardown
+        evidence["error"] = f"{type(error).__name__}: {error}"
+        print(compose("logs", "--no-color", "--tail", "80", check=False, timeout=300)[-20000:], flush=True)
+    finally:
+        if not args.keep:
+            evidence["teardown"] = teardown(compose)
+        env_file.unlink(missing_ok=True)
+
+    evidence["checks"] = checks(evidence, args.kill_worker_during_train)
+    evidence["total_s"] = round(time.monotonic() - started, 1)
+    if args.evidence:
+        args.evidence.write_text(json.dumps(evidence, indent=1, default=str))
+    for name, problem in evidence["checks"].items():
+        say(f"{'ok ' if problem is None else 'FAIL'} {name}{'' if problem is None else ': ' + problem[:500]}")
+    if "error" in evidence:
+        say(f"error: {evidence['error']}")
+    say(f"done in {evidence['total_s']:.0f} s")
+    return 0 if "error" not in evidence and all(problem is None for problem in evidence["checks"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
