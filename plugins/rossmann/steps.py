@@ -5,6 +5,8 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowFailException
+
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
 from rossmann.outputs import (
     committed_attempt_uri,
@@ -26,8 +28,9 @@ from rossmann_jobs.output_layout import PREDICTIONS_DIR, SUBMISSION_FILE, TRAIN_
 log = logging.getLogger("rossmann.quality_gate")
 
 
-class NoModelError(RuntimeError):
-    """No model may forecast the run's date: the challenger was not promoted and there is no champion as of it."""
+class NoModelError(AirflowFailException):
+    """No model may forecast the run's date: the challenger was not promoted and there is no champion as of it.
+    Deterministic for this run's model, so the task fails without its retries (AirflowFailException)."""
 
 
 def scored_model(hook, plan: dict[str, str]) -> dict[str, Any]:
@@ -128,7 +131,7 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
         raise NoModelError(f"No model trained on data up to {plan['as_of']} beats the naive baseline: this run's "
                            f"model was not promoted ({decision['reason']}) and there is no champion as of "
                            f"{plan['as_of']}, so there is no model to forecast with. Train longer or with other "
-                           "params and re-run.")
+                           "params and re-run (not retried: a retry would score the same model).")
     log.info("quality gate: %s -> %s; %s forecasts as-of %s with %s (champion as of %s)", decision["reason"],
              "PROMOTED" if decision["promoted"] else "KEPT",
              "the promoted challenger" if decision["promoted"] else "the champion", plan["as_of"],

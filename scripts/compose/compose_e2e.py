@@ -42,9 +42,10 @@ PROJECT = "rossmann-e2e"
 IMAGE_TAG = "e2e"
 AS_OF = "2015-07-31"   # the last day of train.csv: the drop's test.csv is the forecast horizon
 STORES = 10
-# Small and fast on 2 cores, long enough to kill a worker after the first checkpoint and still resume; the gate may
-# promote a model up to 25 % worse than the naive baseline on 10 stores (tests/dag/stack_helpers.py, SMALL_RUN_CONF).
-RUN_CONF = {"epochs": 6, "num_proc": 2, "batch_size": 64, "learning_rate": 0.001, "sample_rate": 1.0,
+# Small and fast on 2 cores (an epoch of these 10 stores takes ~1 s on 2 ranks): 12 epochs leave the killer, which
+# polls S3 every 0.5 s, several seconds after the first checkpoint, and still beat the naive baseline; the gate may
+# promote a model up to 25 % worse than it on 10 stores (tests/dag/stack_helpers.py, SMALL_RUN_CONF).
+RUN_CONF = {"epochs": 12, "num_proc": 2, "batch_size": 64, "learning_rate": 0.001, "sample_rate": 1.0,
             "baseline_tolerance": 0.25, "warm_start": False}
 KILLED_WORKER = "spark-worker-2"
 KILL_AFTER_EPOCH = 1
@@ -271,6 +272,17 @@ def container_health(compose: Compose) -> dict[str, str]:
     return health
 
 
+def peak_memory(compose: Compose) -> dict[str, int | None]:
+    """Service -> its container's peak memory in bytes (cgroup v1's max_usage_in_bytes; None where unreadable)."""
+    peaks = {}
+    for container in compose("ps", "-q").split():
+        service = images.run(["docker", "inspect", "-f", '{{index .Config.Labels "com.docker.compose.service"}}',
+                              container]).stdout.strip()
+        path = Path(f"/sys/fs/cgroup/memory/docker/{container}/memory.max_usage_in_bytes")
+        peaks[service] = int(path.read_text()) if path.exists() else None
+    return peaks
+
+
 def teardown(compose: Compose) -> dict:
     say("tearing down: docker-compose down --volumes")
     compose("down", "--volumes", "--remove-orphans", "--timeout", "30", timeout=600)
@@ -317,18 +329,9 @@ def checks(evidence: dict, killed: bool) -> dict[str, str | None]:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--evidence", type=Path, default=None, help="write what the run saw here (JSON)")
-    parser.add_argument("--kill-worker-during-train", action="store_true",
-                        help=f"SIGKILL {KILLED_WORKER} once training has a checkpoint; the task's retry must succeed")
-    parser.add_argument("--keep", action="store_true", help="leave the stack running (no teardown)")
-    args = parser.parse_args(argv)
-    started = time.monotonic()
-    evidence: dict = {"as_of": AS_OF, "stores": STORES, "conf": RUN_CONF}
-    workdir = Path(tempfile.mkdtemp(prefix="rossmann-compose-e2e-"))
-    evidence["engine"] = images.ensure_engine(workdir.parent / "rossmann-dockerd.log")
-
+def build_stack(workdir: Path, evidence: dict, stage_wheel: bool) -> tuple[Compose, dict[str, str], Path]:
+    """Base images, the S3 server's compose files, a fresh .env (mode 600) in workdir, and the stack's images built;
+    records each choice and build in evidence. stage_wheel=False leaves docker/wheels/ empty: horovod compiles."""
     bases = images.base_images()
     evidence["base_images"] = images.as_records(bases)
     variables = {base.variable: base.image for base in bases}
@@ -342,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         evidence["s3_server"] = "local (docker-compose.local-s3.yaml)"
 
     settings = parse_env(gen_env.render(gen_env.TEMPLATE.read_text()))
+    settings.update(variables)
     settings.update(COMPOSE_PROJECT_NAME=PROJECT, ROSSMANN_IMAGE_TAG=IMAGE_TAG, AIRFLOW_UI_PORT=str(free_port()),
                     SPARK_UI_PORT=str(free_port()), MINIO_API_PORT=str(free_port()),
                     MINIO_CONSOLE_PORT=str(free_port()))
@@ -357,8 +361,26 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(os.environ.get("ROSSMANN_CACHE", Path.home() / ".cache" / "rossmann-forecast"))
     pins = dict(re.findall(r"^([\w-]+)==([\w.]+)", (REPO / "requirements-jobs.txt").read_text(), re.M))
     horovod = re.search(r"^HOROVOD_VERSION=(\S+)", (REPO / "docker" / "jobs-env.sh").read_text(), re.M).group(1)
-    evidence["horovod_wheel"] = images.stage_horovod_wheel(cache, pins["tensorflow-cpu"], horovod)
+    evidence["horovod_wheel"] = images.stage_horovod_wheel(cache if stage_wheel else None, pins["tensorflow-cpu"],
+                                                           horovod)
     evidence["images"] = images.as_records(images.build_images(compose, build_targets))
+
+    return compose, settings, env_file
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--evidence", type=Path, default=None, help="write what the run saw here (JSON)")
+    parser.add_argument("--kill-worker-during-train", action="store_true",
+                        help=f"SIGKILL {KILLED_WORKER} once training has a checkpoint; the task's retry must succeed")
+    parser.add_argument("--keep", action="store_true", help="leave the stack running (no teardown)")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    evidence: dict = {"as_of": AS_OF, "stores": STORES, "conf": RUN_CONF}
+    workdir = Path(tempfile.mkdtemp(prefix="rossmann-compose-e2e-"))
+    evidence["engine"] = images.ensure_engine(workdir.parent / "rossmann-dockerd.log")
+
+    compose, settings, env_file = build_stack(workdir, evidence, stage_wheel=True)
 
     secrets = {name: settings[name] for name in SECRET_NAMES}
     try:
@@ -399,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                             for task in ("plan_run", "read_train_metrics", "quality_gate", "publish_forecast")}
         evidence["outputs"] = outputs(s3, evidence["xcom"]["plan_run"], evidence["xcom"]["publish_forecast"])
         evidence["health"] = container_health(compose)
+        evidence["peak_memory_bytes"] = peak_memory(compose)
         evidence["spark_master"] = get_json(f"http://127.0.0.1:{settings['SPARK_UI_PORT']}/json/")
         evidence["worker_restarts"] = int(images.run(["docker", "inspect", "-f", "{{.RestartCount}}",
                                                       compose.container(KILLED_WORKER)]).stdout.strip() or -1)
@@ -410,9 +433,11 @@ def main(argv: list[str] | None = None) -> int:
         evidence["error"] = f"{type(error).__name__}: {error}"
         print(compose("logs", "--no-color", "--tail", "80", check=False, timeout=300)[-20000:], flush=True)
     finally:
-        if not args.keep:
+        if args.keep:
+            say(f"the stack keeps running: docker-compose {' '.join(compose.base[1:])} ... (.env mode 600)")
+        else:
             evidence["teardown"] = teardown(compose)
-        env_file.unlink(missing_ok=True)
+            env_file.unlink(missing_ok=True)
 
     evidence["checks"] = checks(evidence, args.kill_worker_during_train)
     evidence["total_s"] = round(time.monotonic() - started, 1)

@@ -153,10 +153,11 @@ def base_images() -> list[BaseImage]:
     return [python, postgres]
 
 
-def stage_horovod_wheel(cache: Path, tensorflow_version: str, horovod_version: str) -> str | None:
+def stage_horovod_wheel(cache: Path | None, tensorflow_version: str, horovod_version: str) -> str | None:
     """Copies the horovod wheel scripts/setup_env.sh cached (built against the same TensorFlow) into docker/wheels/,
-    so the images install it instead of compiling horovod again; returns its name, or None (the images compile)."""
-    wheels = sorted((cache / "wheels" / f"tf-{tensorflow_version}").glob(
+    so the images install it instead of compiling horovod again; returns its name, or None (no cache given, or no
+    wheel in it: docker/wheels/ is emptied and the images compile horovod)."""
+    wheels = [] if cache is None else sorted((cache / "wheels" / f"tf-{tensorflow_version}").glob(
         f"horovod-{horovod_version}-cp311-cp311-linux_x86_64.whl"))
     for stale in WHEELS.glob("horovod-*.whl"):
         if not wheels or stale.name != wheels[0].name:

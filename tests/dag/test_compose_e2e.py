@@ -19,6 +19,7 @@ SCRIPT_TIMEOUT_S = 75 * 60
 PLACEMENT = re.compile(r"rank (\d)/2 runs in Spark executor dir \S+ \(host ([\w.-]+),")
 KEPT_CHECKPOINT = re.compile(r"Horovod training failed: the checkpoint after epoch (\d+) under")
 WORKERS = {"spark-worker-1", "spark-worker-2"}
+KILL_TO_FAILURE_S = 120   # as for a killed rank on the embedded cluster (test_cluster_e2e.py)
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +98,11 @@ def test_killing_a_worker_container_failed_the_try_and_the_retry_resumed_from_it
     kept = int(KEPT_CHECKPOINT.search(first).group(1))
     epochs = evidence["conf"]["epochs"]
     assert kill["pointer_epoch"] <= kept <= kill["pointer_epoch"] + 1 < epochs
+    # Failed fast: Gloo's next collective errors out on the surviving rank (container clocks are UTC, like the host's).
+    failed_at = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ERROR .*" + KEPT_CHECKPOINT.pattern, first).group(1)
+    seconds = (datetime.fromisoformat(failed_at + "+00:00") - datetime.fromisoformat(kill["killed_at"])).total_seconds()
+    print(f"try 1 failed {seconds:.0f} s after {kill['service']} was killed (checkpoint of epoch {kept} kept)")
+    assert -1 < seconds < KILL_TO_FAILURE_S
     assert f"resuming from epoch {kept + 1} (checkpoint after epoch {kept}" in retry
     assert f"epoch 1/{epochs}:" not in retry and f"epoch {epochs}/{epochs}:" in retry
     # The killed container came back by its restart policy, and the master saw both workers again.

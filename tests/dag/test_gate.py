@@ -6,6 +6,7 @@ import math
 from datetime import date
 
 import pytest
+from airflow.sdk.exceptions import AirflowFailException
 
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
 from rossmann.steps import NoModelError, apply_quality_gate, find_champion
@@ -229,8 +230,11 @@ def test_history_by_as_of_date_and_the_newest_pointer():
 
 def test_no_champion_and_no_win_over_the_baseline_fails_the_run():
     hook = FakeS3Hook()
-    with pytest.raises(NoModelError, match="No model trained on data up to 2015-07-31 beats the naive baseline"):
+    no_model = "No model trained on data up to 2015-07-31 beats the naive baseline"
+    with pytest.raises(NoModelError, match=no_model) as failed:
         gate(hook, "2015-07-31", "r1", 0.6, baseline=0.5)
+    # Deterministic: Airflow fails the task without its retries (a retry would score the same model).
+    assert isinstance(failed.value, AirflowFailException)
     assert not [key for _b, key in hook.objects if key.startswith("models/")]
 
 

@@ -1,12 +1,13 @@
-"""The docker-compose production stack: a valid Compose file whose images, settings and connections fit the DAG.
+"""The docker-compose production stack: a valid Compose file whose settings and connections fit the DAG.
 
-No Docker engine runs here, so nothing is built or started. What is checked instead:
+tests/dag/test_compose_e2e.py builds the images and runs the stack for real (images build, containers become
+healthy, the DAG runs). What only a static look can check is here:
 * the file against the Compose specification (docker/compose-spec.json, a copy of schema/compose-spec.json from
   github.com/compose-spec/compose-spec at 170098ba07d9f53c383a41bfd4c5166b0a4529a6), and with Debian's
-  `docker-compose config` when it is installed (interpolation, merges, required settings);
-* every file the images and mounts need exists and is not excluded from the build context;
+  `docker-compose config` (interpolation, merges, required settings);
+* the build context excludes local environments and secrets, and mounted files exist;
 * the connections, URLs and hosts the Airflow components use name services of the stack, with matching ports,
-  credentials and paths; the Spark image installs the same pins as the tested jobs environment;
+  credentials and paths; the images install the same pins as the tested jobs environment;
 * secrets come only from .env, whose generator (docker/gen_env.py) fills every secret.
 """
 from __future__ import annotations
@@ -108,20 +109,6 @@ def dockerfile_env(path: Path) -> dict[str, str]:
         if keyword == "ENV":
             env.update(item.split("=", 1) for item in shlex.split(rest))
     return env
-
-
-def copy_sources(path: Path) -> list[str]:
-    """Sources of COPY/ADD instructions that read the build context (not --from another stage or image)."""
-    sources = []
-    for keyword, rest in dockerfile_instructions(path):
-        if keyword not in ("COPY", "ADD"):
-            continue
-        words = shlex.split(rest)
-        assert not rest.startswith("["), f"{path}: JSON-form {keyword} is not parsed by this test: {rest}"
-        if any(word.startswith("--from") for word in words):
-            continue
-        sources += [word for word in words[:-1] if not word.startswith("--")]
-    return sources
 
 
 def ignore_patterns() -> list[str]:
@@ -300,7 +287,8 @@ def test_secret_settings_come_only_from_required_variables(raw_compose):
 
 def test_no_credentials_in_the_stack_files():
     files = [COMPOSE_FILE, ENV_EXAMPLE, *sorted(path for path in (REPO / "docker").rglob("*")
-                                                 if path.is_file() and path.name != "compose-spec.json")]
+                                                 if path.is_file() and path.name != "compose-spec.json"
+                                                 and path.suffix != ".whl")]
     well_known = re.compile(r"AKIA[0-9A-Z]{16}|minioadmin|changeme|airflow:airflow@|BEGIN [A-Z ]*PRIVATE KEY",
                             re.IGNORECASE)
     for path in files:
@@ -314,7 +302,7 @@ def test_no_credentials_in_the_stack_files():
 
 # --- images and build inputs ------------------------------------------------------------------------------------
 
-def test_build_inputs_exist_and_are_in_the_build_context(services):
+def test_build_context_excludes_local_state_and_secrets(services):
     dockerfiles = {service_dockerfile(spec) for spec in services.values() if "build" in spec}
     assert {path.relative_to(REPO).as_posix() for path in dockerfiles} == {"docker/airflow/Dockerfile",
                                                                            "docker/spark/Dockerfile"}
@@ -323,9 +311,6 @@ def test_build_inputs_exist_and_are_in_the_build_context(services):
         patterns = ignore_patterns()
         for needed_out in (".env", ".venvs", ".git"):
             assert is_ignored(needed_out, patterns), f"{dockerfile}: build context must exclude {needed_out}"
-        for source in copy_sources(dockerfile):
-            assert (REPO / source).exists(), f"{dockerfile}: COPY source {source} does not exist"
-            assert not is_ignored(source, patterns), f"{dockerfile}: COPY source {source} is .dockerignored"
     for name, spec in services.items():
         for volume in spec.get("volumes", []):
             source = volume.split(":")[0]
@@ -343,7 +328,8 @@ def test_spark_image_installs_the_tested_jobs_environment(services):
     copied = {rest.split()[0]: rest.split()[1] for keyword, rest in jobs_stage if keyword == "COPY"}
     assert copied == {"requirements-jobs.txt": "/build/requirements-jobs.txt",
                       "constraints/jobs.txt": "/build/constraints/jobs.txt",
-                      "docker/jobs-env.sh": "/build/jobs-env.sh"}
+                      "docker/jobs-env.sh": "/build/jobs-env.sh",
+                      "docker/wheels/": "/build/wheels/"}
     script = JOBS_ENV_SCRIPT.read_text()
     assert '-r "$SRC/requirements-jobs.txt" -c "$SRC/constraints/jobs.txt"' in script
     for flag in ("HOROVOD_WITH_TENSORFLOW=1", "HOROVOD_WITH_GLOO=1", "HOROVOD_WITHOUT_MPI=1",
@@ -371,30 +357,6 @@ def test_spark_image_installs_the_tested_jobs_environment(services):
     base = dockerfile_instructions(spark_dockerfile)[0]
     assert base == ("ARG", f"PYTHON_IMAGE=python:{sys.version_info.major}.{sys.version_info.minor}-slim-bookworm")
     assert f"python{sys.version_info.major}.{sys.version_info.minor} -m venv" in script
-
-
-def test_airflow_image_installs_the_pinned_airflow_with_postgres_support():
-    dockerfile = REPO / "docker/airflow/Dockerfile"
-    install = " ".join(rest for keyword, rest in dockerfile_stages(dockerfile)["airflow-env"] if keyword == "RUN")
-    airflow_version = requirement_pins(REPO / "requirements.txt")["apache-airflow"]
-    assert f'"apache-airflow[postgres]=={airflow_version}"' in install
-    assert "-r /build/requirements.txt" in install and "-c /build/constraints/airflow.txt" in install
-    env = dockerfile_env(dockerfile)
-    # spark-submit must resolve to the jobs venv (pyspark 3.5.7), not anything of the Airflow venv.
-    assert env["PATH"].split(":")[0] == "/opt/jobs-venv/bin"
-    assert env["PYSPARK_PYTHON"] == "/opt/jobs-venv/bin/python"
-
-
-def test_health_checks_of_built_images_use_installed_tools(services):
-    for name, spec in services.items():
-        test = spec.get("healthcheck", {}).get("test", [])
-        if "build" not in spec or not test:
-            continue
-        command = test[1] if test[0] == "CMD" else test[1].split()[0]
-        final_stage = dockerfile_stages(service_dockerfile(spec))["final"]
-        installed = " ".join(rest for keyword, rest in final_stage if keyword in ("RUN", "COPY", "ENV"))
-        tool = {"curl": "curl", "airflow": "/opt/airflow-venv"}[command]
-        assert tool in installed, f"{name}: health check runs {command}, which its image does not install"
 
 
 # --- wiring: what the DAG needs ---------------------------------------------------------------------------------
@@ -513,20 +475,6 @@ def test_airflow_components_share_one_database_and_api(services):
     assert "AIRFLOW_ADMIN_PASSWORD" in services[api_host]["environment"]
     assert all("AIRFLOW_ADMIN_PASSWORD" not in spec["environment"] for name, spec in components.items()
                if name != api_host), "only the api-server needs the admin password"
-
-
-def test_dag_finds_its_job_scripts_in_the_airflow_image(services):
-    assert "rossmann_jobs_root" in dag_sources()
-    jobs_root = services["airflow-scheduler"]["environment"]["AIRFLOW_VAR_ROSSMANN_JOBS_ROOT"]
-    dockerfile = REPO / "docker/airflow/Dockerfile"
-    destinations = {rest.split()[0]: rest.split()[-1] for keyword, rest in dockerfile_instructions(dockerfile)
-                    if keyword == "COPY" and "--from" not in rest}
-    assert destinations["rossmann_jobs"] == f"{jobs_root}/rossmann_jobs"
-    for job in ("prepare.py", "train.py", "predict.py"):
-        assert (REPO / "rossmann_jobs" / job).is_file()
-    env = dockerfile_env(dockerfile)
-    assert destinations["dags"] == env["AIRFLOW__CORE__DAGS_FOLDER"]
-    assert destinations["plugins"] == env["AIRFLOW__CORE__PLUGINS_FOLDER"]
 
 
 # --- health and start order -------------------------------------------------------------------------------------
