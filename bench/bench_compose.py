@@ -83,10 +83,11 @@ def draw(results: list[dict]) -> None:
         ax.barh(names, seconds, left=left, label=label)
         left = [a + b for a, b in zip(left, seconds)]
     for index, result in enumerate(results):
-        ax.text(left[index] + 0.1, index, f"{result['total_s'] / 60:.1f} min", va="center")
+        total = result["total_s"]
+        ax.text(left[index] + 0.1, index, f"{total / 60:.1f} min" if total >= 60 else f"{total:.0f} s", va="center")
     ax.set_xlabel("minutes (2 cores)")
     ax.set_title("Building the compose stack's images")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper right")
     ax.set_xlim(0, max(left) * 1.25 + 0.5)
     fig.tight_layout()
     FIGURE.parent.mkdir(parents=True, exist_ok=True)
