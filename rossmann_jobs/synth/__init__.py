@@ -9,12 +9,16 @@ Expected (noise-free) sales of store s on day d, 0 when the store is closed:
 
     Sales = round(mu * exp(eps)),  eps ~ N(0, sigma^2)  (--sigma, default 0.1)
 
+Knobs (SynthConfig, CLI flags) scale the per-store growth, weather and trend effects and add permanent level
+shifts; synth/scenarios.py names settings of them (SCENARIOS) for scoring forecasts on a matrix of data sets.
+
 The truth file (beside the raw folder, <out>.truth.json) holds the exact exp-RMSPE of the oracle prediction mu
 against the written Sales. Details and the constants: README.md in this package and rossmann_jobs/synth/sales.py.
 """
 from rossmann_jobs.synth.calendar import HORIZON_DAYS
 from rossmann_jobs.synth.dataset import RAW_FILES, SynthConfig, SynthDataset, build_dataset
 from rossmann_jobs.synth.drops import DailyDrops, check_drop_date, forecast_horizon
+from rossmann_jobs.synth.scenarios import SCENARIO_NAMES, SCENARIOS, Scenario, scenario_config
 
-__all__ = ["HORIZON_DAYS", "RAW_FILES", "DailyDrops", "SynthConfig", "SynthDataset", "build_dataset",
-           "check_drop_date", "forecast_horizon"]
+__all__ = ["HORIZON_DAYS", "RAW_FILES", "SCENARIOS", "SCENARIO_NAMES", "DailyDrops", "Scenario", "SynthConfig",
+           "SynthDataset", "build_dataset", "check_drop_date", "forecast_horizon", "scenario_config"]

@@ -16,12 +16,14 @@ from rossmann_jobs.synth.dataset import (
     DEFAULT_SEED,
     DEFAULT_SIGMA,
     DEFAULT_STORES,
+    KNOB_RANGES,
     RAW_FILES,
     SynthConfig,
     SynthDataset,
     build_dataset,
 )
 from rossmann_jobs.synth.drops import DailyDrops, check_drop_date
+from rossmann_jobs.synth.scenarios import SCENARIO_NAMES, scenario_overrides
 
 log = logging.getLogger("rossmann.synth")
 
@@ -127,6 +129,28 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None
 
 
+def _model_settings(sub: argparse.ArgumentParser) -> None:
+    """--sigma, the model knobs and --scenario. Defaults are None, so that a flag given overrides the scenario and
+    one not given leaves the scenario's (or SynthConfig's) value."""
+    sub.add_argument("--scenario", choices=SCENARIO_NAMES, default=None,
+                     help="a named setting of the knobs (synth/scenarios.py); flags given override its values")
+    sub.add_argument("--sigma", type=float, default=None,
+                     help=f"standard deviation of the log-normal sales noise (sets the noise floor; "
+                          f"default {DEFAULT_SIGMA})")
+    for name, (_lowest, _highest, what) in KNOB_RANGES.items():
+        sub.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=None,
+                         help=f"{what} (default {SynthConfig.__dataclass_fields__[name].default})")
+
+
+def config_from_args(args: argparse.Namespace) -> SynthConfig:
+    """SynthConfig of --stores/--seed, the --scenario's values, then the individual flags given."""
+    settings = scenario_overrides(args.scenario) if args.scenario else {}
+    for name in ("sigma", *KNOB_RANGES):
+        if getattr(args, name) is not None:
+            settings[name] = getattr(args, name)
+    return SynthConfig(stores=args.stores, seed=args.seed, **settings)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m rossmann_jobs.synth", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -135,8 +159,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--out", required=True, help="local folder, file://, s3:// or s3a:// prefix")
         sub.add_argument("--stores", type=int, default=DEFAULT_STORES, help="number of stores (real data: 1115)")
         sub.add_argument("--seed", type=int, default=DEFAULT_SEED)
-        sub.add_argument("--sigma", type=float, default=DEFAULT_SIGMA,
-                         help="standard deviation of the log-normal sales noise (sets the noise floor)")
+        _model_settings(sub)
         sub.add_argument("--truth-out", default=None, help="truth JSON URI (default: <out>.truth.json)")
 
     common(commands.add_parser("generate", help="write the 7 CSV files of rossmann.tgz"))
@@ -151,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
                                                      "generator's truth (JSON on stdout)")
     score_parser.add_argument("--stores", type=int, default=DEFAULT_STORES)
     score_parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    score_parser.add_argument("--sigma", type=float, default=DEFAULT_SIGMA)
+    _model_settings(score_parser)   # the same settings rebuild the same truth
     score_parser.add_argument("--as-of", type=_date, required=True)
     score_parser.add_argument("--raw", required=True, help="the drop the forecast was made from (its test.csv)")
     score_parser.add_argument("--predictions", required=True, help="the predict job's output URI")
@@ -162,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     parser = _parser()
     args = parser.parse_args(argv)
-    config = SynthConfig(stores=args.stores, seed=args.seed, sigma=args.sigma)
+    config = config_from_args(args)
     try:
         if args.command == "generate":
             generate(args.out, config, args.truth_out)

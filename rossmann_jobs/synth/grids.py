@@ -15,10 +15,12 @@ class SalesModel:
     """What the point-in-time floor (synth/point_in_time.py) needs of the sales model besides the calendar."""
 
     expected: np.ndarray                # [day, store] noise-free expected sales (0 when closed)
-    weather_factor: np.ndarray          # [day, state] the weather's factor in expected
+    weather_factor: np.ndarray          # [day, state] the weather's factor in expected (weather_scale applied)
     relative_trend_by_week: np.ndarray  # [week, trend file] trend relative to its file's mean
     trend_columns: np.ndarray           # [store] the store's state's trend file
     state_of_store: np.ndarray          # [store] the store's state column
+    trend_scale: float = 1.0            # SynthConfig.trend_scale: multiplies the trend elasticities
+    shift_factor: np.ndarray | None = None   # [day, store] level shifts' factor in expected (None: no shifts)
 
 
 @dataclass(frozen=True)

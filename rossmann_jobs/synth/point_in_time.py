@@ -2,12 +2,14 @@
 
 The noise floor scores the oracle, which knows each horizon day's real weather and Google trend. On D neither is
 known, so no forecast made on D can reach it. The point-in-time expectation keeps every factor that is known on D
-(calendar, promo plan, holidays, stores, competition) and replaces the two that are not, as prepare's strict mode
-does for the features:
+(calendar, promo plan, holidays, stores, competition, level shifts up to D) and replaces those that are not, the two
+as prepare's strict mode does for the features:
 - weather: the state's weather factor on day d > D becomes its mean over the days within +-7 days of d's date in
   each earlier year, dated <= D (the climatology of the factor itself, so the expectation of the effect rather than
   the effect of an average day); without such days, the factor on D (persistence);
-- trend: every horizon day gets the relative trend of the last googletrend week that ended by D (persistence).
+- trend: every horizon day gets the relative trend of the last googletrend week that ended by D (persistence);
+- level shifts (SynthConfig.shift_share): a shift on or before D is in the data, so it stays; one after D is not
+  known yet, so every horizon day keeps the store's level of D.
 Scored like the noise floor, it is the floor of a forecast made on D (up to how well the replacements forecast).
 """
 from __future__ import annotations
@@ -62,8 +64,11 @@ def point_in_time_expected(grids: DataGrids, as_of: dt.date) -> tuple[np.ndarray
     last_week = int(np.nonzero(week_ends <= np.datetime64(as_of))[0].max())
     relative = model.relative_trend_by_week
     known_trend = trend_factor(np.repeat(relative[[last_week]][:, model.trend_columns], len(days), axis=0),
-                               np.repeat(relative[[last_week], 0], len(days)))
+                               np.repeat(relative[[last_week], 0], len(days)), model.trend_scale)
     joined = relative[grids.trends.day_to_week[days]]
-    real_trend = trend_factor(joined[:, model.trend_columns], joined[:, 0])
+    real_trend = trend_factor(joined[:, model.trend_columns], joined[:, 0], model.trend_scale)
 
-    return days, model.expected[days] * (known_weather / real_weather) * (known_trend / real_trend)
+    known = model.expected[days] * (known_weather / real_weather) * (known_trend / real_trend)
+    if model.shift_factor is not None:
+        known = known * (model.shift_factor[as_of_index] / model.shift_factor[days])
+    return days, known

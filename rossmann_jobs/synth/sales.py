@@ -62,30 +62,38 @@ def promo2_days(calendar: Calendar, stores: Stores) -> tuple[np.ndarray, np.ndar
     return np.where(active[None, :], np.clip(days, 0, 7 * PROMO2_RAMP_WEEKS), 0), days >= 0
 
 
-def weather_factor(weather: Weather) -> np.ndarray:
-    """[day, state] sales factor of the day's weather: heat and cold keep shoppers away, and so do events."""
+def weather_factor(weather: Weather, scale: float = 1.0) -> np.ndarray:
+    """[day, state] sales factor of the day's weather: heat and cold keep shoppers away, and so do events.
+
+    scale multiplies the effect in log terms (factor ** scale): 0 = no weather effect, 2 = twice as strong.
+    """
     max_temp = weather.values["Max_TemperatureC"]
     event_effect = np.ones(weather.events.shape)
     for bit, factor in EVENT_FACTORS.items():
         event_effect *= np.where(weather.events & bit, factor, 1.0)
-    return ((1 - HEAT_PER_DEGREE * np.clip(max_temp - HEAT_FROM_C, 0, None))
-            * (1 - COLD_PER_DEGREE * np.clip(-max_temp, 0, None)) * event_effect)
+    factor = ((1 - HEAT_PER_DEGREE * np.clip(max_temp - HEAT_FROM_C, 0, None))
+              * (1 - COLD_PER_DEGREE * np.clip(-max_temp, 0, None)) * event_effect)
+    # Skipped at 1 so that the default data set stays byte-identical to the one before the knob existed.
+    return factor if scale == 1.0 else factor ** scale
 
 
-def trend_factor(trend_state: np.ndarray, trend_de: np.ndarray) -> np.ndarray:
+def trend_factor(trend_state: np.ndarray, trend_de: np.ndarray, scale: float = 1.0) -> np.ndarray:
     """[day, store] sales factor of the relative Google trend of the store's state ([day, store]) and of Germany
-    ([day])."""
-    return trend_state ** TREND_ELASTICITY * (trend_de ** TREND_DE_ELASTICITY)[:, None]
+    ([day]); scale multiplies both elasticities (0 = no trend effect)."""
+    return trend_state ** (TREND_ELASTICITY * scale) * (trend_de ** (TREND_DE_ELASTICITY * scale))[:, None]
 
 
 def sales_factors(calendar: Calendar, stores: Stores, state_of_store: np.ndarray, holiday: np.ndarray,
                   school: np.ndarray, promo: np.ndarray, weather: Weather, trend_state: np.ndarray,
-                  trend_de: np.ndarray) -> dict[str, np.ndarray]:
+                  trend_de: np.ndarray, *, weather_scale: float = 1.0, trend_scale: float = 1.0,
+                  shift: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The model's factors, each broadcastable to [day, store]; their product is the expected sales of an open store.
 
     holiday and school are [day, state]; state_of_store maps each store to its state column (weather and holidays);
     trend_state is [day, store] and trend_de [day], both as the reference pipeline joins them and divided by the mean
-    of their googletrend file (so the trend moves sales, but not their overall level).
+    of their googletrend file (so the trend moves sales, but not their overall level). weather_scale and trend_scale
+    scale those effects in log terms; shift ([day, store], synth/shifts.py) adds permanent level shifts as the factor
+    "shift" (absent when None, which keeps the product, and so the default data set, bit for bit as before).
     """
     years_from_mid = (np.arange(calendar.num_days) - calendar.num_train_days / 2)[:, None] / 365.25
     level = (BASE_SALES * stores.level * np.array([STORE_TYPE_LEVEL[t] for t in stores.store_type])
@@ -127,8 +135,9 @@ def sales_factors(calendar: Calendar, stores: Stores, state_of_store: np.ndarray
         "school_holiday": np.where(school, SCHOOL_HOLIDAY, 1.0)[:, state_of_store],
         "competition": 1 - COMPETITION_IMPACT * closeness[None, :] * ramp,
         "promo2": promo2_effect,
-        "weather": weather_factor(weather)[:, state_of_store],
-        "trend": trend_factor(trend_state, trend_de),
+        "weather": weather_factor(weather, weather_scale)[:, state_of_store],
+        "trend": trend_factor(trend_state, trend_de, trend_scale),
+        **({} if shift is None else {"shift": shift}),
     }
 
 
