@@ -73,6 +73,11 @@ PARAMS = {
     "sample_rate": Param(1.0, type="number", exclusiveMinimum=0, maximum=1, title="Sample rate",
                          description="Fraction of training rows the prepare job keeps."),
     "seed": Param(42, type="integer", minimum=0, title="Sampling seed"),
+    "validation_window": Param("recent", type="string", enum=["recent", "year-earlier"], title="Validation window",
+                               description="The rows that stop training, pick the best epoch and feed the quality "
+                                           "gate. recent: the last 48 days up to the as-of date, scored from an "
+                                           "origin before them like the forecast (out of time). year-earlier: the "
+                                           "horizon a year back (Horovod's example), inside the training period."),
     "epochs": Param(12, type="integer", minimum=1, maximum=1000, title="Epochs",
                     description="Epochs of a cold start (early stopping on validation exp_rmspe may end it sooner)."),
     "num_proc": Param(2, type="integer", minimum=1, maximum=1024, title="Horovod processes"),
@@ -242,6 +247,7 @@ def rossmann_forecast():
     prepare = spark_job("prepare_features", "prepare.py", [
         "--raw", plan["raw"], "--out", plan["features"], "--as-of", plan["as_of"],
         "--sample-rate", "{{ params.sample_rate }}", "--seed", "{{ params.seed }}",
+        "--validation-window", "{{ params.validation_window }}",
     ])
     champion = find_champion(plan)
     train = spark_job("train_model", "train.py", [

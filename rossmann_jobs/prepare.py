@@ -2,6 +2,7 @@
 
     spark-submit rossmann_jobs/prepare.py --raw URI --out URI --as-of YYYY-MM-DD [--sample-rate F] [--seed N]
         [--num-shards 16] [--max-reject-fraction 0.001] [--point-in-time {strict,seed}]
+        [--validation-window {recent,year-earlier}]
 
 Point in time, for --as-of D (see rossmann_jobs/features/split.py and point_in_time.py):
 - --point-in-time strict (default): no feature depends on a value dated after D in any file: googletrend weeks
@@ -12,8 +13,10 @@ Point in time, for --as-of D (see rossmann_jobs/features/split.py and point_in_t
   day counts (computed over those train rows plus the horizon rows, as Horovod's example does over train + test);
 - the horizon (test split) is every test.csv row dated > D: the whole test period when D lies before it, the rest
   of it when D lies inside it; the job fails when no test row is dated after D;
-- validation is the horizon shifted back 365 days, (start - 365, end - 365], cut at D, or the last L days up to D
-  (L = the horizon's length) when the shifted window lies entirely after D.
+- validation (--validation-window, features/split.py): recent (default) is out of time, the last L days up to D
+  (L = the horizon's length); year-earlier is the seed's, the horizon shifted back 365 days, cut at D;
+- every row has a forecast origin (features/recent_level.py: D for the horizon, D - 48 for the last 48 days, ...)
+  and its lead day and store's recent sales levels are computed from sales up to that origin only.
 Vocabularies are the sorted values of the parseable train rows <= D with Sales > 0 and of the parseable horizon
 rows, before sampling (a row quarantined later, e.g. a duplicate, can add a value no split uses: an unused index).
 max_sales is the largest Sales of the train + validation rows (before sampling). Before/After count the days
@@ -84,6 +87,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="per file, the largest share of rows that may be quarantined instead of failing")
     parser.add_argument("--point-in-time", choices=point_in_time.MODES, default=point_in_time.DEFAULT_MODE,
                         help="strict: no feature uses a value dated after --as-of; seed: the seed's joins")
+    parser.add_argument("--validation-window", choices=split.VALIDATION_RULES, default=split.DEFAULT_VALIDATION_RULE,
+                        help="recent: the last horizon-length days up to --as-of (out of time, like the forecast); "
+                             "year-earlier: the horizon shifted back a year (Horovod's example)")
     args = parser.parse_args(argv)
     if args.sample_rate is not None and not 0 < args.sample_rate <= 1:
         parser.error("--sample-rate must be in (0, 1]")
@@ -137,12 +143,13 @@ def _inspect(uri: str, raw_file: RawFile) -> dict[str, Any]:
     return {"sha256": digest.sha256, "bytes": digest.size, "rows": digest.data_rows}
 
 
-def horizon_window(horizon: tuple[date, date] | None, as_of: date) -> split.Windows:
+def horizon_window(horizon: tuple[date, date] | None, as_of: date,
+                   validation_rule: str = split.DEFAULT_VALIDATION_RULE) -> split.Windows:
     """The windows for as_of, from the horizon's first and last date; no horizon is an error."""
     if horizon is None:
         raise RawInputError(f"test.csv: no row is dated after --as-of {as_of}: there is nothing to forecast. Use "
                             "an earlier as-of date or a newer drop.")
-    return split.plan_windows(as_of, *horizon)
+    return split.plan_windows(as_of, *horizon, validation_rule)
 
 
 # --- output -----------------------------------------------------------------------------------------------------
@@ -207,9 +214,12 @@ def write_outputs(encoded: DataFrame, quarantine: DataFrame, attempt: str, num_s
 def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rate: float | None = None,
                 seed: int = 42, num_shards: int = DEFAULT_NUM_SHARDS,
                 max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION,
-                point_in_time_mode: str = point_in_time.DEFAULT_MODE) -> dict[str, Any]:
+                point_in_time_mode: str = point_in_time.DEFAULT_MODE,
+                validation_rule: str = split.DEFAULT_VALIDATION_RULE) -> dict[str, Any]:
     """Prepare features for as_of from the drop at raw, commit them at out; returns metadata.json's content."""
     point_in_time.lookup_cutoff(point_in_time_mode, as_of)   # refuses an unknown mode before any work
+    if validation_rule not in split.VALIDATION_RULES:
+        raise ValueError(f"validation window {validation_rule!r}: expected one of {split.VALIDATION_RULES}")
     timings: dict[str, float] = {}
     with timed("inspect raw files (presence, header, sha256, rows)", timings):
         inputs = inspect_raw_files(raw)
@@ -235,7 +245,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
                     observed, *accounting.horizon_metrics(horizon_row()),
                     *accounting.vocabulary_metrics(VOCABULARY_ROW)))
         pass_metrics = observed.get
-        windows = horizon_window(accounting.horizon_dates(pass_metrics), as_of)
+        windows = horizon_window(accounting.horizon_dates(pass_metrics), as_of, validation_rule)
         log.info("windows: %s", windows.as_json())
         classified = classify_sales(features, windows, sample_rate, seed)
         with timed("count rows per outcome", timings):
@@ -273,7 +283,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         problems=problems, as_of=as_of, windows=windows, point_in_time_mode=point_in_time_mode, inputs=inputs,
         verified=verified, raw=raw, shards=shards, timings=timings,
         settings={"num_shards": num_shards, "sample_rate": sample_rate, "seed": seed,
-                  "max_reject_fraction": max_reject_fraction})
+                  "max_reject_fraction": max_reject_fraction, "validation_window": validation_rule})
     storage.write_json(storage.join(attempt, METADATA_FILE), metadata)
     storage.commit(out, attempt, {"as_of": metadata["as_of"], "row_counts": split_rows})
     log.info("committed %s: %s", attempt, split_rows)
@@ -296,7 +306,7 @@ def check_rows(input_rows: dict[str, int], outcomes: dict[str, dict[str, int]],
 
 def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
     return run_prepare(spark, args.raw, args.out, args.as_of, args.sample_rate, args.seed, args.num_shards,
-                       args.max_reject_fraction, args.point_in_time)
+                       args.max_reject_fraction, args.point_in_time, args.validation_window)
 
 
 def main(argv: list[str] | None = None) -> int:

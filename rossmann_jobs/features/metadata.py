@@ -26,7 +26,8 @@ def metadata_document(*, vocabularies: dict[str, list], sales_groups: list[Mappi
                       point_in_time_mode: str, inputs: Mapping[str, Mapping[str, Any]], verified: bool, raw: str,
                       shards: dict[str, list[dict[str, Any]]], settings: Mapping[str, Any],
                       timings: Mapping[str, float]) -> dict[str, Any]:
-    """The whole document; settings holds the job's num_shards, sample_rate, seed and max_reject_fraction."""
+    """The whole document; settings holds the job's num_shards, sample_rate, seed, max_reject_fraction and
+    validation_window (the rule's name)."""
     return {
         "feature_spec": encode.feature_spec(vocabularies),
         "vocabularies": vocabularies,
@@ -35,7 +36,8 @@ def metadata_document(*, vocabularies: dict[str, list], sales_groups: list[Mappi
         "as_of": as_of.isoformat(),
         "test_window": {"start": windows.test_start.isoformat(), "end": windows.test_end.isoformat()},
         "validation_window": {"start": windows.validation_start.isoformat(),
-                              "end": windows.validation_end.isoformat(), "rule": windows.validation_rule},
+                              "end": windows.validation_end.isoformat(), "rule": windows.validation_rule,
+                              "name": settings["validation_window"]},
         "point_in_time": point_in_time.describe(point_in_time_mode),
         "input_checksums": {name: {"sha256": facts["sha256"], "bytes": facts["bytes"]}
                             for name, facts in inputs.items()},

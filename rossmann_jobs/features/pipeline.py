@@ -8,7 +8,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features import joins, point_in_time
+from rossmann_jobs.features import joins, point_in_time, recent_level
 from rossmann_jobs.features.calendar import add_competition_and_promo2, expand_date
 from rossmann_jobs.features.elapsed import add_elapsed, flag_events
 from rossmann_jobs.features.raw_schemas import TEST, RawFile
@@ -112,6 +112,7 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFra
     rows = rows.withColumn(VOCABULARY_ROW, vocabulary_row(as_of)).repartition("Store")
     rows = _quarantine_duplicate_days(rows).withColumn(IN_SCOPE, in_scope(as_of))
     rows = add_elapsed(rows, eligible=F.col(IN_SCOPE) & acceptable(), same_pass={SEEN_IN_TRAIN: _seen_in_train()})
+    rows = recent_level.add_origin_features(rows, as_of, history=_sales_history())
     # Checked with the lookup misses (it comes first), so that one quarantine step renders the rejected record.
     unseen_store = ((F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),
                     "Store has no train.csv rows on or before as-of", "Store")
@@ -171,6 +172,11 @@ def _seen_in_train() -> Column:
     whole_store = Window.partitionBy("Store").orderBy("Date").rowsBetween(Window.unboundedPreceding,
                                                                           Window.unboundedFollowing)
     return F.max(F.when(usable_train, True)).over(whole_store)
+
+
+def _sales_history() -> Column:
+    """The rows whose sales make the recent levels: usable train rows up to as_of that sold something."""
+    return (F.col(SOURCE) == "train") & F.col(IN_SCOPE) & acceptable() & (F.col("Sales") > 0)
 
 
 def quarantined_rows(sales: DataFrame, lookups: Lookups, state_names: DataFrame) -> DataFrame:

@@ -9,10 +9,13 @@ Two modes (--point-in-time):
     W(d) if that week is usable, else, when the week the seed would give it (the one that starts on the Sunday
     ending d's ISO week) ends after D, the value of the last usable week of its state (resp. of Germany):
     last-complete-week persistence. A row dated <= D whose week ended by D and is missing is still a lookup miss.
-  - weather: weather.csv rows dated <= D are used as they are. A row dated d > D gets, per state and numeric
-    column, the climatology: the mean of the state's values on the days within +-7 days of d's date in each
-    earlier year (d - 12k months, k >= 1) that are dated <= D, rounded to the column's whole units; Events is
-    null (no event is known). A column without such history takes the state's last observed value <= D.
+  - weather: every row, dated before or after D, gets per state and numeric column the climatology: the mean of the
+    state's values on the days within +-7 days of d's date in every other year (d + 12k months, k != 0) that are
+    dated <= D, rounded to the column's whole units; Events is null (no event is known after D). A column without
+    such history takes the state's last observed value <= D. The history gets the climatology too, not its
+    observed weather: a model trained on observed weather and fed the climatology (and no Events) on the horizon
+    learns effects it is then given the wrong inputs for (a rainy-day dip the horizon never shows: an upward
+    bias). A (State, day <= D) without a weather.csv row is still a lookup miss.
   - lookup rows dated after D (weather days > D, trend weeks ending after D) are ignored; the row ledger counts
     them as AFTER_AS_OF (a quarantine reason wins over it, as for train.csv rows).
   The sales rows follow the same rule in both modes (features/split.py): train.csv rows after D are out of scope
@@ -61,10 +64,10 @@ RULES = {
         "trend": "a googletrend.csv week is usable if its Saturday end <= as_of; a row gets the seed's week (Year, "
                  "ISO Week of d) if usable, else, when the seed's week ends after as_of, the last usable week's "
                  "value of its state (resp. Rossmann_DE); a missing week that ended by as_of is a lookup miss",
-        "weather": "rows dated <= as_of are used as they are; a row dated d > as_of gets per state and numeric "
-                   f"column the mean of the state's values within +-{CLIMATE_WINDOW_DAYS} days of d's date in "
-                   f"each earlier year (dated <= as_of), rounded to {WEATHER_DECIMALS} decimals, else the state's "
-                   "last observed value <= as_of; Events null",
+        "weather": "every row (history and horizon alike) gets per state and numeric column the mean of the "
+                   f"state's values within +-{CLIMATE_WINDOW_DAYS} days of its date in every other year (dated "
+                   f"<= as_of), rounded to {WEATHER_DECIMALS} decimals, else the state's last observed value <= "
+                   "as_of; Events null; a (State, day <= as_of) without a weather.csv row is a lookup miss",
         "lookup_rows_after_as_of": f"ignored (accounted as {AFTER_AS_OF_OUTCOME}): weather days > as_of, trend "
                                    "weeks ending after as_of",
     },
@@ -135,28 +138,34 @@ def trend_known_at(weeks: DataFrame, keys: Sequence[str], value: str, marker: st
 
 
 def weather_known_at(observed: DataFrame, days: DataFrame, as_of: date, marker: str) -> DataFrame:
-    """A weather join table (State, Date, WEATHER_FEATURE_COLS, Events, marker) as known at as_of.
+    """A weather join table (State, Date, WEATHER_FEATURE_COLS, Events, marker) as known at as_of, the same for
+    the history and the horizon: the model must learn from the weather it will be given when it forecasts.
 
-    observed: the usable weather rows (dated <= as_of). Added: a row per state with history and day of days after
-    as_of, holding the climatology (else persistence) of each numeric column and a null Events.
+    observed: the usable weather rows (dated <= as_of). Every observed (State, Date) and every day of days after
+    as_of for each state with history gets, per numeric column, the climatology (the rounded mean of the state's
+    values within +-CLIMATE_WINDOW_DAYS of the date in every other year, dated <= as_of), else the state's last
+    observed value; Events is null (no day after as_of has a known event, so no row is given one). A (State, Date)
+    without a weather row up to as_of stays without one (a lookup miss, as before).
     """
     numeric = list(WEATHER_FEATURE_COLS)
     ahead = days.filter(F.col("Date") > F.lit(as_of)).select(F.col("Date").alias(_TARGET))
-    first = observed.agg(F.min("Date").alias("_first"))
-    # The same +-7-day window in each earlier year back to the first observation (add_months keeps Feb 29 sane).
-    anchor = F.add_months(F.col(_TARGET), F.col("_years_back") * -12)
+    targets = (observed.select("State", F.col("Date").alias(_TARGET))
+               .unionByName(observed.select("State").distinct().crossJoin(ahead)))
+    years = observed.agg(F.year(F.min("Date")).alias("_first"), F.year(F.max("Date")).alias("_last"))
+    # The same +-7-day window in every other year of the history (add_months keeps Feb 29 sane).
+    anchor = F.add_months(F.col(_TARGET), F.col("_years") * 12)
     window_days = F.sequence(F.date_sub(anchor, CLIMATE_WINDOW_DAYS), F.date_add(anchor, CLIMATE_WINDOW_DAYS))
-    candidates = (ahead.crossJoin(first)
-                  .select(_TARGET, F.explode(F.sequence(F.lit(1), F.year(_TARGET) - F.year("_first") + 1))
-                          .alias("_years_back"))
+    candidates = (targets.select(_TARGET).distinct().crossJoin(years)
+                  .select(_TARGET, F.explode(F.sequence(F.col("_first") - F.year(_TARGET),
+                                                        F.col("_last") - F.year(_TARGET))).alias("_years"))
+                  .filter(F.col("_years") != 0)
                   .select(_TARGET, F.explode(window_days).alias("Date")))
     climate = (candidates.join(observed, "Date").groupBy("State", _TARGET)
                .agg(*[F.round(F.avg(col), WEATHER_DECIMALS).alias(f"_climate_{col}") for col in numeric]))
     # max_by skips the rows whose ordering is null: the last date on which the column was observed.
     last = observed.groupBy("State").agg(*[F.max_by(col, F.when(F.col(col).isNotNull(), F.col("Date"))).alias(col)
                                            for col in numeric])
-    filled = (last.crossJoin(ahead).join(climate, ["State", _TARGET], "left")
-              .select("State", F.col(_TARGET).alias("Date"),
-                      *[F.coalesce(f"_climate_{col}", col).alias(col) for col in numeric],
-                      F.lit(None).cast("string").alias("Events"), F.lit(True).alias(marker)))
-    return observed.select("State", "Date", *numeric, "Events", marker).unionByName(filled)
+    return (targets.join(F.broadcast(last), "State").join(climate, ["State", _TARGET], "left")
+            .select("State", F.col(_TARGET).alias("Date"),
+                    *[F.coalesce(f"_climate_{col}", col).alias(col) for col in numeric],
+                    F.lit(None).cast("string").alias("Events"), F.lit(True).alias(marker)))

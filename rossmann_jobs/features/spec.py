@@ -23,12 +23,16 @@ CATEGORICAL_COLS = [
     "Promo", "StateHoliday", "SchoolHoliday",
 ]
 
-CONTINUOUS_COLS = [
+SEED_CONTINUOUS_COLS = [
     "CompetitionDistance", "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Max_Humidity",
     "Mean_Humidity", "Min_Humidity", "Max_Wind_SpeedKm_h", "Mean_Wind_SpeedKm_h", "CloudCover", "trend",
     "trend_de", "BeforePromo", "AfterPromo", "AfterStateHoliday", "BeforeStateHoliday", "BeforeSchoolHoliday",
     "AfterSchoolHoliday",
 ]
+# Each row's lead day and its store's recent sales level as known at the row's forecast origin (recent_level.py):
+# not in the seed, which has no notion of an origin.
+ORIGIN_COLS = ["LeadDays", "RecentLevel1", "RecentLevel3", "RecentLevel8", "DayPromoLevel8"]
+CONTINUOUS_COLS = SEED_CONTINUOUS_COLS + ORIGIN_COLS
 
 FEATURE_COLS = CATEGORICAL_COLS + CONTINUOUS_COLS
 LABEL_COL = "Sales"            # log(Sales) in prepared train/validation data

@@ -3,8 +3,12 @@
 For an as-of date D:
 - train and validation use train.csv rows dated <= D only; the forecast horizon (test split) is the test.csv rows
   dated > D (all of them when D is before the test period);
-- the validation window is the horizon shifted back 365 days, (horizon_start - 365, horizon_end - 365] as in
-  Horovod's example, cut at D; if that leaves no day, it is the last L days up to D, L = the horizon's length.
+- the validation window is out of time by default (RECENT): the last L days up to D, L = the horizon's length, so
+  early stopping, the best epoch and the quality gate judge a model the way the horizon will, from an origin before
+  the window (features/recent_level.py gives those rows the origin D - L). YEAR_EARLIER is Horovod's example: the
+  horizon shifted back 365 days, (horizon_start - 365, horizon_end - 365], cut at D (the last L days when that
+  leaves no day). It lies inside the training period, where a model interpolates: a model biased on the recent
+  weeks can win there (bench/RESULTS.md "Robustness matrix").
 """
 from __future__ import annotations
 
@@ -24,6 +28,9 @@ OUTCOME = "_outcome"
 QUARANTINED, AFTER_AS_OF, NOT_AFTER_AS_OF = "quarantined", "after_as_of", "on_or_before_as_of"
 ZERO_SALES, SAMPLED_OUT = "zero_sales", "sampled_out"
 TRAIN, VALIDATION, TEST = "train", "validation", "test"
+RECENT, YEAR_EARLIER = "recent", "year-earlier"
+VALIDATION_RULES = (RECENT, YEAR_EARLIER)
+DEFAULT_VALIDATION_RULE = RECENT
 SAMPLE_BUCKETS = 1_000_000
 
 
@@ -42,13 +49,20 @@ class Windows:
         return {key: value.isoformat() if isinstance(value, date) else value for key, value in asdict(self).items()}
 
 
-def plan_windows(as_of: date, horizon_start: date, horizon_end: date) -> Windows:
+def plan_windows(as_of: date, horizon_start: date, horizon_end: date,
+                 validation_rule: str = DEFAULT_VALIDATION_RULE) -> Windows:
     """The validation window for a horizon [horizon_start, horizon_end] of test rows after as_of."""
+    if validation_rule not in VALIDATION_RULES:
+        raise ValueError(f"validation window {validation_rule!r}: expected one of {', '.join(VALIDATION_RULES)}")
+    length = (horizon_end - horizon_start).days + 1
+    recent = (as_of - timedelta(days=length - 1), as_of)
+    if validation_rule == RECENT:
+        return Windows(as_of, horizon_start, horizon_end, *recent,
+                       f"last {length} days up to as_of (out of time, like the horizon)")
     start, end = horizon_start - ONE_YEAR + timedelta(days=1), min(horizon_end - ONE_YEAR, as_of)
     rule = "horizon shifted back 365 days, cut at as_of"
     if start > end:
-        length = (horizon_end - horizon_start).days + 1
-        start, end = as_of - timedelta(days=length - 1), as_of
+        start, end = recent
         rule = f"last {length} days up to as_of (the shifted horizon lies after as_of)"
     return Windows(as_of, horizon_start, horizon_end, start, end, rule)
 

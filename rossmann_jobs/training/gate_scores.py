@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import LABEL_COL
+from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel, with_log_forecast
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, rmspe
@@ -54,11 +54,18 @@ def score(rows: DataFrame, forecast_cols: dict[str, str]) -> dict[str, Any]:
 
 
 def champion_forecast(rows: DataFrame, spark: SparkSession, features: FeatureSet, champion_model: str,
-                      threads: int) -> tuple[DataFrame, BroadcastModel, dict[str, Any]]:
-    """rows + CHAMPION_COL: the champion applied to the rows re-indexed to its own vocabularies (as predict does)."""
+                      threads: int) -> tuple[DataFrame, BroadcastModel | None, dict[str, Any]]:
+    """rows + CHAMPION_COL: the champion applied to the rows re-indexed to its own vocabularies (as predict does);
+    the rows unchanged and no model when the champion cannot read them."""
     attempt = model_attempt_uri(champion_model)
     model_dir = storage.join(attempt, MODEL_DIR)
     artifact = storage.read_json(storage.join(model_dir, ARTIFACT_FILE))
+    if artifact.get("feature_order") != FEATURE_COLS:
+        # A champion of an earlier feature spec cannot read these rows: it has no score, so a challenger that
+        # beats the baseline replaces it (decide_promotion), once, when the feature spec changes.
+        log.warning("champion %s was trained on other feature columns than this code's: it is not scored", attempt)
+        return rows, None, {"champion_model_uri": champion_model, "champion_remapped": [],
+                            "champion_incompatible": "its feature columns differ from this code's"}
     mappings = mappings_to_model(features.metadata["vocabularies"], artifact["vocabularies"])
     if mappings:
         log.info("champion %s: re-indexing %s to its vocabularies (values it never saw: %s)", attempt,
@@ -88,8 +95,9 @@ def gate_scores(spark: SparkSession, features: FeatureSet, challenger_file: str,
         rows = with_model_forecast(rows, models[0], CHALLENGER_COL, threads)
         if champion_model:
             rows, champion, facts = champion_forecast(rows, spark, features, champion_model, threads)
-            models.append(champion)
-            columns["champion"] = CHAMPION_COL
+            if champion is not None:
+                models.append(champion)
+                columns["champion"] = CHAMPION_COL
         scores = score(rows, columns)
     finally:
         for model in models:

@@ -206,18 +206,26 @@ def test_join_lookups_quarantines_misses_in_scope_and_never_changes_the_row_coun
 
 # --- windows and outcomes ---------------------------------------------------------------------------------------
 
-def test_validation_window_is_the_horizon_shifted_back_one_year():
+def test_validation_window_is_by_default_the_last_horizon_length_days_up_to_as_of():
     windows = split.plan_windows(D("2015-07-31"), D("2015-08-01"), D("2015-09-17"))
+    assert (windows.validation_start, windows.validation_end) == (D("2015-06-14"), D("2015-07-31"))
+    assert "out of time" in windows.validation_rule
+    with pytest.raises(ValueError, match="validation window 'last-year'"):
+        split.plan_windows(D("2015-07-31"), D("2015-08-01"), D("2015-09-17"), "last-year")
+
+
+def test_year_earlier_validation_window_is_the_horizon_shifted_back_one_year():
+    windows = split.plan_windows(D("2015-07-31"), D("2015-08-01"), D("2015-09-17"), split.YEAR_EARLIER)
     assert (windows.validation_start, windows.validation_end) == (D("2014-08-02"), D("2014-09-17"))
 
 
-def test_validation_window_is_cut_at_as_of():
-    windows = split.plan_windows(D("2014-08-20"), D("2015-08-01"), D("2015-09-17"))
+def test_year_earlier_validation_window_is_cut_at_as_of():
+    windows = split.plan_windows(D("2014-08-20"), D("2015-08-01"), D("2015-09-17"), split.YEAR_EARLIER)
     assert (windows.validation_start, windows.validation_end) == (D("2014-08-02"), D("2014-08-20"))
 
 
-def test_validation_window_falls_back_to_the_last_horizon_length_days_before_as_of():
-    windows = split.plan_windows(D("2014-06-30"), D("2015-08-01"), D("2015-08-10"))
+def test_year_earlier_validation_window_falls_back_to_the_last_horizon_length_days_before_as_of():
+    windows = split.plan_windows(D("2014-06-30"), D("2015-08-01"), D("2015-08-10"), split.YEAR_EARLIER)
     assert (windows.validation_start, windows.validation_end) == (D("2014-06-21"), D("2014-06-30"))
     assert "last 10 days" in windows.validation_rule
 

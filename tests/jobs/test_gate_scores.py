@@ -70,7 +70,8 @@ def models(dated, tmp_path_factory):
         layer.set_weights([np.concatenate([weights[:1], weights[1:][::-1]])])
     (root / "champion" / "model").mkdir(parents=True)
     checkpoint.save_model_h5(champion, str(root / "champion" / "model" / "model.h5"))
-    (root / "champion" / "model" / "artifact.json").write_text(json.dumps({"vocabularies": vocabularies}))
+    (root / "champion" / "model" / "artifact.json").write_text(
+        json.dumps({"vocabularies": vocabularies, "feature_order": FEATURE_COLS}))
     return {"challenger": challenger, "challenger_file": challenger_file, "champion": str(root / "champion")}
 
 

@@ -1,0 +1,123 @@
+"""Origin features (features/recent_level.py): lead days and recent store levels, each from sales up to the row's
+forecast origin only, checked against pandas and by perturbing every sale after a row's origin."""
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from rossmann_jobs.features import recent_level
+from rossmann_jobs.features.recent_level import DAY_PROMO_LEVEL_COL, LEAD_COL, LEVEL_COLS, ORIGIN_BLOCK_DAYS
+from rossmann_jobs.features.spec import ORIGIN_COLS
+
+AS_OF = date(2015, 7, 31)
+DAYS = 600
+
+
+def sales_frame(seed: int = 0, stores: int = 3) -> pd.DataFrame:
+    """Daily rows of a few stores up to AS_OF with a store-specific trend, plus a 10-day horizon."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for store in range(1, stores + 1):
+        for offset in range(-10, DAYS):
+            day = AS_OF - timedelta(days=offset)
+            horizon = day > AS_OF
+            sales = None if horizon else int(1000 * store * np.exp(0.002 * store * (DAYS - offset)
+                                                                    + rng.normal(0, 0.1)))
+            rows.append({"Store": store, "Date": day, "DayOfWeek": day.isoweekday(), "Promo": int(day.day % 3 == 0),
+                         "Sales": sales, "Source": "test" if horizon else "train"})
+    return pd.DataFrame(rows)
+
+
+def origin_features(spark, frame: pd.DataFrame) -> pd.DataFrame:
+    records = [(int(r.Store), r.Date, int(r.DayOfWeek), int(r.Promo), None if pd.isna(r.Sales) else int(r.Sales),
+                r.Source) for r in frame.itertuples()]
+    rows = spark.createDataFrame(records, "Store int, Date date, DayOfWeek int, Promo int, Sales int, Source string")
+    history = (F.col("Source") == "train") & (F.col("Sales") > 0)
+    out = recent_level.add_origin_features(rows, AS_OF, history).toPandas()
+    return out.sort_values(["Store", "Date"]).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def base(spark):
+    frame = sales_frame()
+    return frame, origin_features(spark, frame)
+
+
+def origin_of(day: date) -> date:
+    """The forecast origin the contract gives a day: D for the horizon, else the end of the next older block."""
+    if day > AS_OF:
+        return AS_OF
+    block = (AS_OF - day).days // ORIGIN_BLOCK_DAYS
+    return AS_OF - timedelta(days=ORIGIN_BLOCK_DAYS * (block + 1))
+
+
+def test_the_lead_day_runs_from_1_to_48_from_each_rows_origin(base):
+    _frame, out = base
+    assert set(out.columns) >= set(ORIGIN_COLS)
+    expected = [(day - origin_of(day)).days for day in out["Date"]]
+    assert out[LEAD_COL].tolist() == expected
+    assert out[LEAD_COL].between(1, ORIGIN_BLOCK_DAYS).all()
+    at = dict(zip(out["Date"], out[LEAD_COL]))
+    assert (at[AS_OF], at[AS_OF - timedelta(days=47)], at[AS_OF - timedelta(days=48)],
+            at[AS_OF + timedelta(days=1)]) == (48, 1, 48, 1)
+
+
+def test_levels_are_the_mean_log_sales_of_the_windows_ending_at_the_origin(base):
+    frame, out = base
+    history = frame[frame["Sales"].notna()]
+    checked = 0
+    for _, row in out.sample(60, random_state=1).iterrows():
+        origin = origin_of(row["Date"])
+        store = history[(history["Store"] == row["Store"]) & (history["Date"] <= origin)]
+        for blocks, name in zip(recent_level.LEVEL_BLOCKS, LEVEL_COLS):
+            window = store[store["Date"] > origin - timedelta(days=ORIGIN_BLOCK_DAYS * blocks)]
+            if len(window):
+                assert row[name] == pytest.approx(np.log(window["Sales"]).mean(), rel=1e-9), (name, row["Date"])
+                checked += 1
+        cell = store[(store["Date"] > origin - timedelta(days=ORIGIN_BLOCK_DAYS * recent_level.DAY_PROMO_BLOCKS))
+                     & (store["DayOfWeek"] == row["DayOfWeek"]) & (store["Promo"] == row["Promo"])]
+        if len(cell):
+            assert row[DAY_PROMO_LEVEL_COL] == pytest.approx(np.log(cell["Sales"]).mean(), rel=1e-9)
+    assert checked > 100
+
+
+def test_a_growing_store_is_seen_at_its_recent_level_not_its_average(base):
+    _frame, out = base
+    horizon = out[(out["Date"] > AS_OF) & (out["Store"] == 3)].iloc[0]
+    # Store 3 grows 0.6 % a day: the last 48 days sit well above the last 384 days' mean.
+    assert horizon["RecentLevel1"] > horizon["RecentLevel8"] + 0.5
+
+
+def test_no_origin_feature_reads_a_sale_dated_after_the_rows_origin(spark, base):
+    frame, out = base
+    cut = AS_OF - timedelta(days=3 * ORIGIN_BLOCK_DAYS)
+    changed = frame.copy()
+    later = changed["Date"] > cut
+    changed.loc[later & changed["Sales"].notna(), "Sales"] *= 7
+    changed_out = origin_features(spark, changed)
+    origins = out["Date"].map(origin_of)
+    # A row whose origin has no sale before it (each store's oldest block) takes the store's mean up to D: known on
+    # D, so the forecast stays point in time, but not known at that origin; every other row reads up to its origin.
+    rows_before = (origins <= cut) & (origins >= frame["Date"].min())
+    assert rows_before.sum() > 500
+    pd.testing.assert_frame_equal(out.loc[rows_before, ORIGIN_COLS], changed_out.loc[rows_before, ORIGIN_COLS])
+    # The perturbation reaches the features of the rows whose origin is after it.
+    assert (out.loc[~rows_before, "RecentLevel1"] != changed_out.loc[~rows_before, "RecentLevel1"]).all()
+
+
+def test_a_store_without_recent_sales_falls_back_to_longer_windows_then_its_mean(spark):
+    frame = sales_frame(stores=1)
+    gap = (frame["Date"] > AS_OF - timedelta(days=60)) & (frame["Source"] == "train")
+    frame.loc[gap, "Sales"] = 0          # closed for the last 60 days: no sale in the last block
+    out = origin_features(spark, frame)
+    horizon = out[out["Date"] > AS_OF].iloc[0]
+    assert horizon["RecentLevel1"] == horizon["RecentLevel3"]
+    first = out[out["Date"] == out["Date"].min()].iloc[0]     # the oldest block has no history at all
+    history = frame[(frame["Sales"] > 0)]
+    assert first["RecentLevel8"] == pytest.approx(np.log(history["Sales"]).mean(), rel=1e-9)
+    assert first[DAY_PROMO_LEVEL_COL] == first["RecentLevel8"]
+    assert not out[ORIGIN_COLS].isna().any().any()
