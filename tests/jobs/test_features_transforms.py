@@ -233,7 +233,7 @@ def test_year_earlier_validation_window_falls_back_to_the_last_horizon_length_da
 def test_assign_outcome_sends_every_row_to_exactly_one_place(spark):
     windows = split.plan_windows(D("2015-07-31"), D("2015-08-01"), D("2015-08-14"))
     rows = [("train", D("2015-08-02"), 100, None), ("test", D("2015-07-30"), None, None),
-            ("train", D("2015-07-01"), 0, None), ("train", D("2014-08-05"), 100, None),
+            ("train", D("2015-07-01"), 0, None), ("train", D("2015-07-20"), 100, None),
             ("train", D("2015-07-01"), 100, None), ("test", D("2015-08-02"), None, None),
             ("train", D("2015-07-01"), None, "bad")]
     df = spark.createDataFrame(rows, "_source string, Date date, Sales int, bad string")

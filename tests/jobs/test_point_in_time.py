@@ -15,6 +15,7 @@ from rossmann_jobs.features import joins, point_in_time
 from rossmann_jobs.features.calendar import expand_date
 from rossmann_jobs.features.pipeline import Lookups, lookup_tables
 from rossmann_jobs.features.raw_schemas import DATE, DOUBLE, GOOGLE_TREND, RAW_FILES, WEATHER
+from rossmann_jobs.features.spec import ORIGIN_COLS
 from rossmann_jobs.features.validate import PROBLEM
 
 D = date.fromisoformat
@@ -168,8 +169,11 @@ def test_a_horizon_day_gets_the_rounded_climatology_of_earlier_years(spark):
     assert filled["Max_TemperatureC"] == 21.0            # (20 + 22 + 21 + 19) / 4
     assert filled["Mean_Humidity"] == 61.0               # 60.5 rounds half up to a whole percent
     assert filled["Events"] is None and filled[joins.HAS_WEATHER] is True
-    # Observed days up to as-of are kept as they are; no day after as-of comes from weather.csv.
-    assert table[("BY", D("2015-07-15"))]["Max_TemperatureC"] == 90.0
+    # A day up to as-of gets the climatology of the other years too, not its own observation (the model learns
+    # from the weather it is given on the horizon): 2014-07-12 (-40), 2014-07-13 (20) and 2013-07-20 (21).
+    assert table[("BY", D("2015-07-15"))]["Max_TemperatureC"] == 0.0
+    assert table[("BY", D("2014-07-13"))]["Events"] is None
+    # No day after as-of comes from weather.csv.
     assert {day for _state, day in table if day > WEATHER_AS_OF} == {D("2015-07-16") + timedelta(days=i)
                                                                       for i in range(6)}
 
@@ -301,6 +305,7 @@ def test_strict_features_ignore_every_value_dated_after_as_of_and_seed_features_
     changed = perturbed(snapshot)
     metadata, splits = strict_full
     changed_metadata, changed_splits = prepare(changed, point_in_time.STRICT)
+    assert set(ORIGIN_COLS) <= set(splits["train"].columns) & set(splits["test"].columns)   # compared too
     assert_same_splits(splits, changed_splits)
     assert metadata["vocabularies"] == changed_metadata["vocabularies"]
     assert metadata["max_sales"] == changed_metadata["max_sales"]
@@ -311,9 +316,10 @@ def test_strict_features_ignore_every_value_dated_after_as_of_and_seed_features_
     _changed_seed_metadata, changed_seed = prepare(changed, point_in_time.SEED)
     for col in ("trend", "trend_de", "Max_TemperatureC", "Mean_Humidity"):
         assert (seed["test"][col] != changed_seed["test"][col]).any(), col
-    last_days = seed["train"]["Date"] > AS_OF - timedelta(days=7)   # their seed weeks end after as-of
+    # The last days (validation rows: the out-of-time window ends at as-of): their seed weeks end after as-of.
+    last_days = seed["validation"]["Date"] > AS_OF - timedelta(days=7)
     assert last_days.any()
-    assert (seed["train"].loc[last_days, "trend"] != changed_seed["train"].loc[last_days, "trend"]).any()
+    assert (seed["validation"].loc[last_days, "trend"] != changed_seed["validation"].loc[last_days, "trend"]).any()
 
 
 def decoded_events(metadata, frame):
@@ -322,19 +328,25 @@ def decoded_events(metadata, frame):
     return frame.assign(Events=[values[i] for i in frame["Events"]])
 
 
-def test_strict_changes_no_observed_weather_and_no_completed_trend_week_of_the_history(strict_full, seed_full):
+def test_strict_gives_history_and_horizon_the_same_kind_of_weather_and_keeps_completed_trend_weeks(strict_full,
+                                                                                                   seed_full):
     strict_metadata, strict = strict_full
     seed_metadata, seed = seed_full
-    for name in ("train", "validation"):
+    weather = [*point_in_time.WEATHER_FEATURE_COLS, "Events"]
+    for name in ("train", "validation", "test"):
         ours, theirs = decoded_events(strict_metadata, strict[name]), decoded_events(seed_metadata, seed[name])
-        weather = [*point_in_time.WEATHER_FEATURE_COLS, "Events"]
-        pd.testing.assert_frame_equal(ours[weather], theirs[weather], obj=name)
-        # Days whose seed trend week ended by as-of: every feature as the seed computes it.
+        # Climatology, no events, for every row: the observed weather of the history differs from it.
+        assert ours["Events"].isna().all(), name
+        assert (ours["Max_TemperatureC"] != theirs["Max_TemperatureC"]).mean() > 0.5, name
+        if name == "test":
+            continue
+        # Days whose seed trend week ended by as-of: every other feature as the seed computes it.
         complete = ours["Date"] <= AS_OF - timedelta(days=13)
         assert complete.any(), name
-        pd.testing.assert_frame_equal(ours[complete], theirs[complete], obj=name)
+        others = [col for col in ours.columns if col not in weather]
+        pd.testing.assert_frame_equal(ours.loc[complete, others], theirs.loc[complete, others], obj=name)
     # The last days' trend is the last complete week's in strict mode, a later week's in seed mode.
-    assert (strict["train"]["trend"] != seed["train"]["trend"]).any()
+    assert (strict["validation"]["trend"] != seed["validation"]["trend"]).any()
 
 
 def test_the_ledger_counts_lookup_rows_dated_after_as_of(snapshot, strict_full):

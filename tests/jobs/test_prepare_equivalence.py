@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from rossmann_jobs import storage
-from rossmann_jobs.features import point_in_time
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, METADATA_FILE
+from rossmann_jobs.features import point_in_time, split
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, METADATA_FILE, SEED_CONTINUOUS_COLS
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,9 @@ def ours(spark, raw_dir, tmp_path_factory):
 
     out = str(tmp_path_factory.mktemp("prepared"))
     # The seed's joins (a trend week ending after as-of, the horizon's own weather): the reference's features.
-    metadata = run_prepare(spark, raw_dir, out, LAST_TRAIN_DAY, num_shards=2, point_in_time_mode=point_in_time.SEED)
+    # The seed validates on the horizon a year earlier, and has no origin features (compared: the seed's columns).
+    metadata = run_prepare(spark, raw_dir, out, LAST_TRAIN_DAY, num_shards=2, point_in_time_mode=point_in_time.SEED,
+                           validation_rule=split.YEAR_EARLIER)
     assert metadata["point_in_time"]["mode"] == point_in_time.SEED
     attempt = storage.committed_uri(out)
     assert storage.read_json(storage.join(attempt, METADATA_FILE)) == metadata
@@ -88,7 +90,7 @@ def _assert_same_features(mine: pd.DataFrame, theirs: pd.DataFrame, key: list[st
         a, b = merged[f"{col}_ours"].astype(object), merged[f"{col}_ref"].astype(object)
         differ = merged[~((a == b) | (a.isna() & b.isna()))]
         assert differ.empty, (col, differ[[*key, f"{col}_ours", f"{col}_ref"]].head())
-    for col in CONTINUOUS_COLS:
+    for col in SEED_CONTINUOUS_COLS:
         np.testing.assert_allclose(merged[f"{col}_ours"].astype(float), merged[f"{col}_ref"].astype(float),
                                    rtol=1e-6, err_msg=col)
 
