@@ -52,6 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--num-proc", type=int, help="Horovod processes (default: the executors' task slots)")
     parser.add_argument("--epochs", type=int, default=defaults.epochs)
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size, help="per rank")
+    parser.add_argument("--min-steps-per-epoch", type=int, default=defaults.min_steps_per_epoch,
+                        help="steps of an epoch when one pass over the largest shard takes fewer (small data sets)")
     parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
                         help="per rank; warmed up to learning rate x Horovod size")
     parser.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=defaults.lr_schedule,
@@ -70,7 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warm-start-epochs", type=int, default=None,
                         help="epochs of a warm-started run (default: --epochs)")
     args = parser.parse_args(argv)
-    for name in ("epochs", "batch_size", "embedding_dim", "warm_start_epochs"):
+    for name in ("epochs", "batch_size", "embedding_dim", "warm_start_epochs", "min_steps_per_epoch"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.warmup_epochs < 0:
@@ -134,7 +136,8 @@ def worker_env() -> dict[str, str]:
 
 def params_from_args(args: argparse.Namespace) -> TrainParams:
     hidden_units = tuple(int(units) for units in args.hidden_units.split(",") if units.strip())
-    return TrainParams(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+    return TrainParams(epochs=args.epochs, batch_size=args.batch_size, min_steps_per_epoch=args.min_steps_per_epoch,
+                       learning_rate=args.learning_rate,
                        hidden_units=hidden_units, embedding_dim=args.embedding_dim, lr_schedule=args.lr_schedule,
                        warmup_epochs=args.warmup_epochs)
 

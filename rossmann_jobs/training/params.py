@@ -18,6 +18,9 @@ LR_SCHEDULES = ("plateau", "cosine")
 class TrainParams:
     epochs: int = 12
     batch_size: int = 512                 # per rank
+    # An epoch is one pass over the largest rank's shard, but at least this many steps: 12 epochs of a 30-store
+    # deployment (~20 steps each) would otherwise leave the model far from trained (bench/RESULTS.md "Robustness").
+    min_steps_per_epoch: int = 200
     learning_rate: float = 1e-3           # per rank; scaled by hvd.size() after warm-up
     adam_epsilon: float = 1e-3
     hidden_units: tuple[int, ...] = (256, 128)

@@ -48,9 +48,11 @@ def epoch_rng(seed: int, epoch: int, rank: int) -> np.random.Generator:
     return np.random.default_rng([seed, epoch, rank])
 
 
-def steps_per_epoch(largest_shard_rows: int, batch_size: int) -> int:
-    """Every rank runs the same number of steps (allreduce needs it): enough for the largest shard to be seen once."""
-    return max(1, math.ceil(largest_shard_rows / batch_size))
+def steps_per_epoch(largest_shard_rows: int, batch_size: int, min_steps: int = 1) -> int:
+    """Every rank runs the same number of steps (allreduce needs it): enough for the largest shard to be seen once,
+    and at least min_steps, so that a small deployment's epoch (a few thousand rows: a few steps) still moves the
+    model as far as a large one's (its shard is then passed over more than once an epoch)."""
+    return max(1, min_steps, math.ceil(largest_shard_rows / batch_size))
 
 
 def shuffled_blocks(units: list[ParquetUnit], batch_size: int, num_batches: int, rng: np.random.Generator,

@@ -153,7 +153,7 @@ def _plan_shards(hvd, tf, config: WorkerConfig, params: TrainParams) -> ShardPla
     totals = hvd.allreduce(tf.constant([shard["train_rows"], shard["validation_rows"]], tf.int64), op=hvd.Sum)
     largest = int(hvd.allreduce(tf.constant(shard["train_rows"], tf.int64), op=hvd.Max))
     train_rows_total, validation_rows_total = (int(value) for value in totals.numpy())
-    steps = steps_per_epoch(largest, params.batch_size)
+    steps = steps_per_epoch(largest, params.batch_size, params.min_steps_per_epoch)
     if rank == 0:
         log.info("allreduced: %d train rows, %d validation rows over %d ranks; %d steps/epoch of %d rows per rank",
                  train_rows_total, validation_rows_total, size, steps, params.batch_size)

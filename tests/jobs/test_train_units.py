@@ -183,6 +183,11 @@ def test_steps_per_epoch_covers_the_largest_shard():
     assert steps_per_epoch(5, 100) == 1
 
 
+def test_a_small_shard_still_gets_the_minimum_steps_per_epoch():
+    assert steps_per_epoch(2000, 512, min_steps=200) == 200      # a 30-store rank: 4 passes would be 4 steps
+    assert steps_per_epoch(400_000, 512, min_steps=200) == 782   # full scale: one pass is already more
+
+
 def _row_ids(blocks):
     # CompetitionDistance is continuous noise: unique per row, so it identifies rows.
     return np.concatenate([block["CompetitionDistance"].ravel() for block in blocks])
