@@ -34,10 +34,13 @@
 * **Scoring** (after the drop, beside the forecast branch): the drop for D holds the actual sales up to D, so
   `find_forecasts_to_score` lists the registered forecasts as of dates before D whose horizon has started (skipping
   those already scored through their horizon's end), `score_forecasts` (spark-submit) scores them and the naive
-  seasonal baseline on the same rows (exp-RMSPE overall, per lead day, per store) into
-  `s3://<bucket>/forecast/scores/` (records, `summary.json`, `report/index.html`), and `publish_scores` updates the
-  `rossmann_forecast_scores` asset. With nothing to score the two scoring tasks are skipped. Re-runs rewrite the same
-  objects.
+  seasonal baseline on the same rows (exp-RMSPE and median forecast/actual ratio overall, per lead day and week, per
+  store, and over the last 14 days up to D) into `s3://<bucket>/forecast/scores/` (records, `summary.json`,
+  `report/index.html`), and `publish_scores` updates the `rossmann_forecast_scores` asset. With nothing to score the
+  two scoring tasks are skipped. Re-runs rewrite the same objects.
+* **Bias in production**: `publish_scores` posts one "forecast drift" alert to `rossmann_alerts` when, over the last
+  14 days up to D, the model's median forecast/actual ratio is off 1 by more than `bias_alert_threshold` or its
+  exp-RMSPE is worse than the naive baseline's; the task still succeeds (XCom `alert` says what was checked).
 
 A second DAG, `rossmann_forecast_deadline`, alerts when the forecast is not published by the deadline.
 
@@ -59,6 +62,7 @@ from rossmann.pools import SPARK_POOL
 from rossmann.sensors import RawDropSensor
 from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator
 from rossmann.uris import forecast_pointer_uri
+from rossmann_jobs.forecast.score_records import BIAS_ALERT_THRESHOLD
 
 BUCKET = os.environ.get("ROSSMANN_BUCKET", "rossmann")
 FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri(BUCKET))
@@ -106,6 +110,11 @@ PARAMS = {
                                             "baseline's x (1 + tolerance), on the same rows. 0 (the default): it "
                                             "must beat the baseline. Raise it only for smoke runs too short to "
                                             "beat it."),
+    "bias_alert_threshold": Param(BIAS_ALERT_THRESHOLD, type="number", exclusiveMinimum=0, maximum=1,
+                                  title="Bias alert threshold",
+                                  description="publish_scores alerts when the median forecast/actual ratio over the "
+                                              "last 14 scored days is off 1 by more than this (0.05: outside "
+                                              "0.95-1.05), or the model loses to the naive baseline there."),
     "raw_drop_timeout_s": Param(6 * 3600, type="integer", minimum=10, maximum=7 * 24 * 3600,
                                 title="Raw drop timeout (s)",
                                 description="How long the sensor waits for the day's _SUCCESS marker."),
@@ -226,13 +235,15 @@ def rossmann_forecast():
         return scoring.find_forecasts_to_score(S3Hook(aws_conn_id="aws_default"), plan)
 
     @task(outlets=[SCORES_ASSET])
-    def publish_scores(plan: dict[str, str], outlet_events=None) -> dict:
-        """The scores summary reduced to a few numbers (model vs baseline), as XCom and the scores asset's extra."""
+    def publish_scores(plan: dict[str, str], params=None, outlet_events=None, **context) -> dict:
+        """The scores summary reduced to a few numbers (model vs baseline, the recent bias check), as XCom and the
+        scores asset's extra; posts a drift alert when the last 14 days show bias or a loss to the baseline."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
         from rossmann import scoring
 
-        compact = scoring.publish_scores(S3Hook(aws_conn_id="aws_default"), plan)
+        compact = scoring.publish_scores(S3Hook(aws_conn_id="aws_default"), plan,
+                                         float(params["bias_alert_threshold"]), context)
         outlet_events[SCORES_ASSET].extra = compact
         return compact
 

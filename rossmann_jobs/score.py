@@ -4,10 +4,11 @@ spark-submit rossmann_jobs/score.py --raw URI --as-of D --forecasts URI --out UR
 
 --raw is the drop for D (its train.csv holds the actual sales up to D), --forecasts a JSON list of forecast records
 (as_of < D, run_id, run_key, predictions_uri: a committed predict attempt's predictions/). Under the scores root
---out it writes, each as one object (one PUT): <D0>/<run key>/<D>.json per forecast (overall, per lead day and per
-store exp-RMSPE of the model and the baseline, with row counts; status "pending" while no actual is known), then
-summary.json (the latest record per forecast) and report/index.html. Re-running with the same inputs rewrites the
-same bytes. Scoring rules: rossmann_jobs/forecast/scoring.py.
+--out it writes, each as one object (one PUT): <D0>/<run key>/<D>.json per forecast (overall, per lead day, per lead
+week and per store exp-RMSPE and median forecast/actual ratio of the model and the baseline, with row counts; status
+"pending" while no actual is known), then summary.json (the latest record per forecast, and the "recent" check: every
+row of this run's forecasts dated in the last 14 days up to D) and report/index.html. Re-running with the same inputs
+rewrites the same bytes. Scoring rules: rossmann_jobs/forecast/scoring.py.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from rossmann_jobs.forecast import score_records, score_report, scoring
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST
-from rossmann_jobs.forecast.score_records import ScoringInputError
+from rossmann_jobs.forecast.score_records import RECENT_WINDOW_DAYS, ScoringInputError
 from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE
 from rossmann_jobs.spark_session import run_job, timed
 
@@ -98,7 +99,12 @@ def run_score(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_u
             overall = collect_by_key(scoring.score_table(scored, []))
             by_lead = collect_by_key(scoring.score_table(scored, [scoring.LEAD_COL]),
                                      {scoring.LEAD_COL: "lead_day"})
+            by_lead_week = collect_by_key(scoring.score_table(scored, [scoring.LEAD_WEEK_COL]),
+                                          {scoring.LEAD_WEEK_COL: "lead_week"})
             by_store = collect_by_key(scoring.score_table(scored, ["StoreId"]), {"StoreId": "store"})
+            recent = score_records.recent_check(
+                scoring.recent_scores(scored, scoring_date, RECENT_WINDOW_DAYS).first().asDict(), scoring_date,
+                RECENT_WINDOW_DAYS)
         finally:
             scored.unpersist()
 
@@ -107,7 +113,7 @@ def run_score(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_u
         key = score_records.forecast_key(forecast)
         record = score_records.forecast_record(forecast, scoring_date, raw_uri, horizons.get(key),
                                                (overall.get(key) or [None])[0], by_lead.get(key, []),
-                                               by_store.get(key, []))
+                                               by_store.get(key, []), by_lead_week.get(key, []))
         record_uri = storage.join(out_uri, score_records.record_path(forecast, scoring_date))
         storage.write_json(record_uri, record)
         entries[key] = score_records.summary_entry(record, record_uri)
@@ -115,11 +121,12 @@ def run_score(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_u
     # Written after the records it summarizes, and merged with the previous one (the records of earlier dates).
     summary_uri = storage.join(out_uri, SCORES_SUMMARY_FILE)
     previous = storage.read_json(summary_uri) if storage.exists(summary_uri) else None
-    summary = score_records.merge_summary(previous, entries)
+    summary = score_records.merge_summary(previous, entries, recent)
     storage.write_json(summary_uri, summary)
     storage.write_bytes(storage.join(out_uri, REPORT_PAGE),
                         score_report.index_html(summary))
-    log.info("scores for %s: %s (timings %s)", scoring_date, summary["overall"], timings)
+    log.info("scores for %s: %s; last %d days: %s (timings %s)", scoring_date, summary["overall"],
+             RECENT_WINDOW_DAYS, recent, timings)
     return summary
 
 

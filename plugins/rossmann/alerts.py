@@ -1,9 +1,10 @@
-"""Failure alerts: a task that fails for good posts one JSON message to the `rossmann_alerts` HTTP connection.
+"""Alerts: one JSON message to the `rossmann_alerts` HTTP connection when a task fails for good or scores drift.
 
 The connection is any HTTP endpoint that takes a JSON POST (a Slack or Teams incoming webhook behind a small relay,
 Opsgenie, PagerDuty Events, an internal alert router): `AIRFLOW_CONN_ROSSMANN_ALERTS='{"conn_type": "http",
 "host": "alerts.internal", "schema": "https", "extra": {"Authorization": "Bearer ..."}}'`. Without the connection
-nothing is sent and the task log says so. Retries do not alert; only the last try's failure does.
+nothing is sent and the task log says so. Retries do not alert; only the last try's failure does. A forecast drift
+alert does not fail its task: the scores are still published.
 """
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ FORECAST_LATE_MESSAGE = {
 }
 
 
+# publish_scores: the last days' scores show a biased forecast or one that loses to the naive baseline. The task
+# adds plain values (no template): the run, the scoring date, the numbers checked and one sentence per failed check.
+FORECAST_DRIFT_MESSAGE = {"alert": "rossmann forecast drift"}
+
+
 class AlertWebhook(HttpNotifier):
     """HttpNotifier that skips (and says so) when its connection is not configured, instead of failing."""
 
@@ -57,3 +63,8 @@ def task_failure_alert() -> AlertWebhook:
 
 def forecast_late_alert() -> AlertWebhook:
     return AlertWebhook(http_conn_id=ALERTS_CONN_ID, json=dict(FORECAST_LATE_MESSAGE))
+
+
+def forecast_drift_alert(details: dict[str, Any]) -> AlertWebhook:
+    """The drift alert carrying details (plain JSON values); its notify(context) posts it as it is."""
+    return AlertWebhook(http_conn_id=ALERTS_CONN_ID, json={**FORECAST_DRIFT_MESSAGE, **details})

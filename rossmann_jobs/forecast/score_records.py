@@ -1,18 +1,28 @@
 """The scoring job's JSON documents: one record per (forecast, scoring date) and the summary of the latest ones.
 
-Pure Python on small collected rows. Nothing holds a timestamp and floats are rounded, so re-scoring the same
-forecasts with the same drop writes byte-identical files (an idempotent re-run).
+Pure Python on small collected rows, standard library only: the Airflow side reads summary.json with the key names
+defined here. Nothing holds a timestamp and floats are rounded, so re-scoring the same forecasts with the same drop
+writes byte-identical files (an idempotent re-run).
 """
 from __future__ import annotations
 
 import math
 import re
+import statistics
 from datetime import date
 from typing import Any, Iterable
 
-from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
-
 SCORED, PENDING = "scored", "pending"
+MODEL_RMSPE, BASELINE_RMSPE = "model_exp_rmspe", "baseline_exp_rmspe"
+# Median of forecast / actual over the scored rows: 1 is unbiased, 1.08 says 8 % too high on the typical row.
+MODEL_MEDIAN_RATIO, BASELINE_MEDIAN_RATIO = "model_median_ratio", "baseline_median_ratio"
+SCORE_KEYS = (MODEL_RMSPE, BASELINE_RMSPE, MODEL_MEDIAN_RATIO, BASELINE_MEDIAN_RATIO)
+# summary.json's check of the latest drop: every row of this run's forecasts dated in the last RECENT_WINDOW_DAYS
+# days up to the scoring date, whatever the lead day (publish_scores alerts on it).
+RECENT, RECENT_WINDOW_DAYS = "recent", 14
+# How far the recent median ratio may be off 1 before publish_scores alerts: the DAG param bias_alert_threshold's
+# default, and the band the scores report draws around 1.
+BIAS_ALERT_THRESHOLD = 0.05
 DIGITS = 8          # far below any meaningful difference, far above float summation-order noise
 
 RUN_KEY = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -65,13 +75,12 @@ def _number(value: Any) -> Any:
 
 def _scores(row: dict[str, Any], name: str | None = None) -> dict[str, Any]:
     out = {} if name is None else {name: _number(row[name])}
-    return {**out, **{key: _number(row[key]) for key in ("rows", "days", "rows_without_forecast", MODEL_RMSPE,
-                                                        BASELINE_RMSPE)}}
+    return {**out, **{key: _number(row[key]) for key in ("rows", "days", "rows_without_forecast", *SCORE_KEYS)}}
 
 
 def forecast_record(forecast: dict[str, Any], scoring_date: date, raw_uri: str, horizon: dict[str, str] | None,
                     overall: dict[str, Any] | None, by_lead: Iterable[dict[str, Any]],
-                    by_store: Iterable[dict[str, Any]]) -> dict[str, Any]:
+                    by_store: Iterable[dict[str, Any]], by_lead_week: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The record of one forecast scored with the drop for scoring_date; pending when no actual is known yet."""
     status = SCORED if overall and overall["rows"] else PENDING
     return {
@@ -82,20 +91,24 @@ def forecast_record(forecast: dict[str, Any], scoring_date: date, raw_uri: str, 
         "status": status,
         "overall": _scores(overall) if status == SCORED else None,
         "by_lead_day": [_scores(row, "lead_day") for row in by_lead],
+        "by_lead_week": [_scores(row, "lead_week") for row in by_lead_week],
         "by_store": [_scores(row, "store") for row in by_store],
     }
 
 
 def summary_entry(record: dict[str, Any], record_uri: str) -> dict[str, Any]:
-    """What summary.json keeps of a forecast's latest record: overall scores and the per-lead-day ones, compact."""
+    """What summary.json keeps of a forecast's latest record: overall scores, the per-lead-day and per-lead-week
+    ones as compact lists ([lead day, rows, model, baseline exp-RMSPE], [lead week, rows, *SCORE_KEYS])."""
     overall = record["overall"] or {}
     return {
         "as_of": record["forecast"]["as_of"], "run_id": record["forecast"]["run_id"],
         "scoring_date": record["scoring_date"], "status": record["status"], "horizon": record["horizon"],
         "rows": overall.get("rows", 0), "days_scored": overall.get("days", 0),
-        MODEL_RMSPE: overall.get(MODEL_RMSPE), BASELINE_RMSPE: overall.get(BASELINE_RMSPE),
+        **{key: overall.get(key) for key in SCORE_KEYS},
         "by_lead_day": [[row["lead_day"], row["rows"], row[MODEL_RMSPE], row[BASELINE_RMSPE]]
                         for row in record["by_lead_day"]],
+        "by_lead_week": [[row["lead_week"], row["rows"], *(row[key] for key in SCORE_KEYS)]
+                         for row in record["by_lead_week"]],
         "record_uri": record_uri,
     }
 
@@ -109,14 +122,31 @@ def pooled(parts: Iterable[tuple[int, float | None]]) -> float | None:
     return _number(math.sqrt(sum(rows * score ** 2 for rows, score in parts) / sum(rows for rows, _ in parts)))
 
 
-def merge_summary(previous: dict[str, Any] | None, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """previous summary.json + this run's entries; per forecast the entry of the latest scoring date wins (this
-    run's on a tie), so runs for different dates may finish in any order."""
+def recent_check(row: dict[str, Any], scoring_date: date, window_days: int = RECENT_WINDOW_DAYS) -> dict[str, Any]:
+    """summary.json's RECENT block from the job's collected aggregate over the window (rows, days, forecasts,
+    SCORE_KEYS; null scores when no row was scored): dated in (scoring_date - window_days, scoring_date]."""
+    first_day = date.fromordinal(scoring_date.toordinal() - window_days + 1)
+    return {"scoring_date": scoring_date.isoformat(), "window_days": window_days,
+            "dates": {"start": first_day.isoformat(), "end": scoring_date.isoformat()},
+            **{key: row[key] for key in ("forecasts", "rows", "days")},
+            **{key: _number(row[key]) for key in SCORE_KEYS}}
+
+
+def _latest(current: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The one of two dated documents with the later scoring date; the new one on a tie (an idempotent re-run)."""
+    if current is None or (new is not None and new["scoring_date"] >= current["scoring_date"]):
+        return new
+    return current
+
+
+def merge_summary(previous: dict[str, Any] | None, entries: dict[str, dict[str, Any]],
+                  recent: dict[str, Any] | None = None) -> dict[str, Any]:
+    """previous summary.json + this run's entries and recent check; per forecast the entry of the latest scoring
+    date wins (this run's on a tie), and so does the recent check, so runs for different dates may finish in any
+    order."""
     forecasts = dict((previous or {}).get("forecasts", {}))
     for key, entry in entries.items():
-        current = forecasts.get(key)
-        if current is None or entry["scoring_date"] >= current["scoring_date"]:
-            forecasts[key] = entry
+        forecasts[key] = _latest(forecasts.get(key), entry)
     forecasts = dict(sorted(forecasts.items()))
     scored = [e for e in forecasts.values() if e["status"] == SCORED]
     return {
@@ -126,6 +156,7 @@ def merge_summary(previous: dict[str, Any] | None, entries: dict[str, dict[str, 
         "overall": {"forecasts_scored": len(scored), "rows": sum(e["rows"] for e in scored),
                     MODEL_RMSPE: pooled((e["rows"], e[MODEL_RMSPE]) for e in scored),
                     BASELINE_RMSPE: pooled((e["rows"], e[BASELINE_RMSPE]) for e in scored)},
+        RECENT: _latest((previous or {}).get(RECENT), recent),
     }
 
 
@@ -137,6 +168,23 @@ def by_lead_day(summary: dict[str, Any]) -> list[tuple[int, int, float | None, f
             parts.setdefault(lead, []).append((rows, model, baseline))
     return [(lead, sum(p[0] for p in rows), pooled((p[0], p[1]) for p in rows), pooled((p[0], p[2]) for p in rows))
             for lead, rows in sorted(parts.items())]
+
+
+def median_ratio_by_lead_week(summary: dict[str, Any]) -> list[tuple[int, int, float | None, float | None]]:
+    """(lead week, forecasts, model, baseline median ratio) over the latest records of every scored forecast: per
+    lead week the median of the forecasts' own median ratios (rows are not kept in the summary, so the median of
+    all their rows cannot be had); a forecast without a baseline ratio counts for the model only."""
+    parts: dict[int, list[tuple[float | None, float | None]]] = {}
+    for entry in summary["forecasts"].values():
+        for week, _rows, _model, _baseline, model_ratio, baseline_ratio in entry.get("by_lead_week", []):
+            parts.setdefault(week, []).append((model_ratio, baseline_ratio))
+
+    def median(values: Iterable[float | None]) -> float | None:
+        known = [value for value in values if value is not None]
+        return _number(statistics.median(known)) if known else None
+
+    return [(week, len(ratios), median(r[0] for r in ratios), median(r[1] for r in ratios))
+            for week, ratios in sorted(parts.items())]
 
 
 def scored_as_of(summary: dict[str, Any] | None, as_of: date) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The scores report: exp-RMSPE of model vs baseline by lead day and by forecast as-of date, one self-contained page.
+"""The scores report: exp-RMSPE and bias of model vs baseline by lead day/week and as-of date, one self-contained page.
 
 The PNGs are embedded as data: URIs, so the single index.html object opens straight from S3 (a presigned link or
 the console) with nothing else to fetch.
@@ -8,8 +8,19 @@ from __future__ import annotations
 from typing import Any
 
 from rossmann_jobs.forecast.report import accuracy_table, embedded_png, html_table, over_time_plot, page, plt, png_bytes
-from rossmann_jobs.forecast.score_records import SCORED, by_lead_day
-from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
+from rossmann_jobs.forecast.score_records import (
+    BASELINE_MEDIAN_RATIO,
+    BASELINE_RMSPE,
+    BIAS_ALERT_THRESHOLD,
+    MODEL_MEDIAN_RATIO,
+    MODEL_RMSPE,
+    RECENT,
+    SCORED,
+    by_lead_day,
+    median_ratio_by_lead_week,
+)
+
+UNBIASED_BAND = (1 - BIAS_ALERT_THRESHOLD, 1 + BIAS_ALERT_THRESHOLD)
 
 
 def lead_day_plot(rows: list[tuple[int, int, float | None, float | None]]) -> bytes:
@@ -26,6 +37,36 @@ def lead_day_plot(rows: list[tuple[int, int, float | None, float | None]]) -> by
     return png_bytes(figure)
 
 
+def lead_week_ratio_plot(rows: list[tuple[int, int, float | None, float | None]]) -> bytes:
+    """Median forecast/actual ratio by lead week, model vs baseline (median_ratio_by_lead_week), with the band of
+    an unbiased forecast: a line above it forecasts too high on the typical day, below it too low."""
+    figure, axis = plt.subplots(figsize=(10, 4.5), constrained_layout=True)
+    weeks = [row[0] for row in rows]
+    axis.axhspan(*UNBIASED_BAND, color="tab:green", alpha=0.12, label=f"{UNBIASED_BAND[0]:.2f}-{UNBIASED_BAND[1]:.2f}")
+    axis.axhline(1.0, color="tab:green", linewidth=0.8)
+    axis.plot(weeks, [row[2] for row in rows], marker="o", color="tab:orange", label="model")
+    axis.plot(weeks, [row[3] for row in rows], marker="o", color="tab:gray", label="naive seasonal baseline")
+    axis.set_xticks(weeks)
+    axis.set_xlabel("lead week (1: lead days 1-7 ... 7: lead days 43-48)")
+    axis.set_ylabel("median forecast / actual")
+    axis.set_title("Bias by lead week: median over the scored forecasts of each one's median ratio", fontsize=10)
+    axis.grid(alpha=0.3)
+    axis.legend()
+    return png_bytes(figure)
+
+
+def recent_rows(recent: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The summary table's lines of the recent check (the last days up to the latest scoring date)."""
+    if recent is None:
+        return [("recent days", "not checked yet")]
+    label = f"last {recent['window_days']} days ({recent['dates']['start']} to {recent['dates']['end']})"
+    return [(f"{label}: rows (forecasts, days)", f"{recent['rows']} ({recent['forecasts']}, {recent['days']})"),
+            (f"{label}: model exp-RMSPE", recent[MODEL_RMSPE]),
+            (f"{label}: baseline exp-RMSPE", recent[BASELINE_RMSPE]),
+            (f"{label}: model median forecast/actual", recent[MODEL_MEDIAN_RATIO]),
+            (f"{label}: baseline median forecast/actual", recent[BASELINE_MEDIAN_RATIO])]
+
+
 def index_html(summary: dict[str, Any]) -> bytes:
     """The whole report as one page with its plots inline."""
     entries = sorted(summary["forecasts"].values(), key=lambda e: (e["as_of"], e["run_id"]))
@@ -34,10 +75,12 @@ def index_html(summary: dict[str, Any]) -> bytes:
     totals = html_table([
         ("scored through drop", summary["scored_through"]), ("forecasts scored", overall["forecasts_scored"]),
         ("rows scored (latest per forecast)", overall["rows"]), ("model exp-RMSPE (pooled)", overall[MODEL_RMSPE]),
-        ("baseline exp-RMSPE (pooled)", overall[BASELINE_RMSPE]),
+        ("baseline exp-RMSPE (pooled)", overall[BASELINE_RMSPE]), *recent_rows(summary.get(RECENT)),
         ("pending (no actuals yet)", ", ".join(summary["pending"]) or "none")])
     if scored:
         plots = [("By lead day", embedded_png(lead_day_plot(by_lead_day(summary)), "exp-RMSPE by lead day")),
+                 ("Bias by lead week", embedded_png(lead_week_ratio_plot(median_ratio_by_lead_week(summary)),
+                                                    "median forecast/actual ratio by lead week")),
                  ("Over time", embedded_png(over_time_plot(scored), "exp-RMSPE by forecast as-of date"))]
     else:
         plots = [("Plots", "<p>No forecast has actuals yet.</p>")]

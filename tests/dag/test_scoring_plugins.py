@@ -138,3 +138,130 @@ def test_compact_summary_compares_model_and_baseline_and_names_the_newest_foreca
     assert compact["newest"]["as_of"] == "2015-08-02" and compact["newest"]["days_scored"] == 3
     assert compact["summary_uri"] == plan["scores_summary"] and compact["scoring_date"] == "2015-08-05"
     json.dumps(compact)   # XCom and the asset's extra must be plain JSON
+
+
+# --- bias in production: the recent check and the drift alert ---------------------------------------------------
+
+def recent(scoring_date: str = "2015-08-05", rows: int = 140, model: float | None = 0.1,
+           baseline: float | None = 0.2, ratio: float | None = 1.01, baseline_ratio: float | None = 0.99) -> dict:
+    """summary.json's "recent" block as the score job writes it (rossmann_jobs/forecast/score_records.py)."""
+    return {"scoring_date": scoring_date, "window_days": 14, "dates": {"start": "2015-07-23", "end": scoring_date},
+            "forecasts": 3, "rows": rows, "days": 14 if rows else 0, "model_exp_rmspe": model,
+            "baseline_exp_rmspe": baseline, "model_median_ratio": ratio, "baseline_median_ratio": baseline_ratio}
+
+
+@pytest.mark.parametrize("block, threshold, expected", [
+    (recent(ratio=1.08), 0.05, ["bias: the model's median forecast/actual ratio over the last 14 days up to "
+                                "2015-08-05 (140 rows) is 1.0800, off 1 by more than 0.05 (too high)"]),
+    (recent(ratio=0.93), 0.05, ["bias: the model's median forecast/actual ratio over the last 14 days up to "
+                                "2015-08-05 (140 rows) is 0.9300, off 1 by more than 0.05 (too low)"]),
+    (recent(ratio=1.08), 0.1, []),                       # the DAG param widens the band
+    (recent(ratio=1.05), 0.05, []),                      # on the band's edge (1.05 - 1 > 0.05 in floats)
+    (recent(ratio=0.95), 0.05, []),
+    (recent(ratio=1.0501), 0.05, ["bias"]),
+    (recent(model=0.25, baseline=0.2), 0.05, ["baseline: the model's exp-RMSPE over the last 14 days up to "
+                                              "2015-08-05 (140 rows) is 0.2500, worse than the naive baseline's "
+                                              "0.2000 on the same rows"]),
+    (recent(model=0.2, baseline=0.2), 0.05, []),         # a tie does not lose
+    (recent(ratio=1.2, model=0.3, baseline=0.2), 0.05, ["bias", "baseline"]),
+    (recent(), 0.05, []),
+])
+def test_drift_findings_name_each_failed_check_with_its_numbers(block, threshold, expected):
+    findings = scoring.drift_findings(block, threshold)
+    if all(" " not in e for e in expected):   # only the checks' names given
+        assert [f.split(":")[0] for f in findings] == expected
+    else:
+        assert findings == expected
+
+
+@pytest.mark.parametrize("block, scoring_date, not_checked", [
+    (None, None, ["summary.json has no recent check"]),
+    (recent(rows=0, model=None, baseline=None, ratio=None, baseline_ratio=None), None,
+     ["no actual to score in the last 14 days up to 2015-08-05 (0 rows)"]),
+    (recent(baseline=None, baseline_ratio=None), None, ["baseline: model exp-RMSPE 0.1, baseline exp-RMSPE None"]),
+    (recent(ratio=None), None, ["bias: no model median ratio"]),
+    (recent(ratio=1.3), "2015-08-04", ["the recent check is the drop for 2015-08-05's, not this run's (2015-08-04)"]),
+])
+def test_missing_numbers_raise_no_alert_but_say_what_was_not_checked(block, scoring_date, not_checked):
+    checks = scoring.drift_checks(block, 0.05, scoring_date)
+    assert checks["findings"] == [] and scoring.drift_findings(block, 0.05, scoring_date) == []
+    assert len(checks["not_checked"]) == len(not_checked)
+    for said, expected in zip(checks["not_checked"], not_checked):
+        assert said.startswith(expected), said
+
+
+def test_a_model_without_baseline_is_still_checked_for_bias():
+    checks = scoring.drift_checks(recent(ratio=1.1, baseline=None, baseline_ratio=None), 0.05)
+    assert [f.split(":")[0] for f in checks["findings"]] == ["bias"] and len(checks["not_checked"]) == 1
+
+
+def scores_summary(block: dict | None) -> dict:
+    entry = {"as_of": "2015-08-02", "run_id": "r2", "scoring_date": "2015-08-05", "status": "scored",
+             "days_scored": 3, "rows": 30, "model_exp_rmspe": 0.1, "baseline_exp_rmspe": 0.2, "by_lead_day": []}
+    summary = {"forecasts": {"2015-08-02/r2": entry}, "pending": [], "scored_through": "2015-08-05",
+               "overall": {"forecasts_scored": 1, "rows": 30, "model_exp_rmspe": 0.1, "baseline_exp_rmspe": 0.2}}
+    return summary if block is None else {**summary, "recent": block}
+
+
+@pytest.fixture()
+def alert_sink(monkeypatch):
+    """A local webhook behind the rossmann_alerts connection: the notifier's real HTTP post lands in it."""
+    from stack_helpers import AlertSink
+
+    sink = AlertSink()
+    for name, value in sink.connection_env.items():
+        monkeypatch.setenv(name, value)
+    yield sink
+    sink.stop()
+
+
+def publish(block: dict | None, threshold: float = 0.05) -> dict:
+    plan = plan_run_uris("b", date(2015, 8, 5), "scheduled__2015-08-05T00:00:00+00:00")
+    hook = MemoryS3({plan["scores_summary"]: json.dumps(scores_summary(block))})
+    return scoring.publish_scores(hook, plan, threshold, {"run_id": "scheduled__2015-08-05T00:00:00+00:00"})
+
+
+def test_publish_posts_one_drift_alert_with_the_failed_checks_and_their_numbers(alert_sink):
+    compact = publish(recent(ratio=1.08, model=0.3, baseline=0.2))
+    [message] = alert_sink.received
+    assert message["alert"] == "rossmann forecast drift" and message["as_of"] == "2015-08-05"
+    assert message["run_id"] == "scheduled__2015-08-05T00:00:00+00:00" and message["bias_alert_threshold"] == 0.05
+    assert [f.split(":")[0] for f in message["findings"]] == ["bias", "baseline"]
+    assert "1.0800" in message["findings"][0] and "0.3000" in message["findings"][1]
+    assert (message["model_median_ratio"], message["model_exp_rmspe"], message["baseline_exp_rmspe"]) == (
+        1.08, 0.3, 0.2)
+    assert message["rows"] == 140 and message["window_days"] == 14
+    assert message["report_uri"] == "s3://b/forecast/scores/report/index.html"
+    assert "{{" not in json.dumps(message)           # plain values: nothing left unrendered
+    # The task still publishes: the XCom says what was checked and that it alerted.
+    assert compact["alert"]["alerted"] is True and compact["alert"]["findings"] == message["findings"]
+    assert compact["recent"]["model_median_ratio"] == 1.08 and compact["rows"] == 30
+    json.dumps(compact)
+
+
+@pytest.mark.parametrize("block", [recent(ratio=1.04), None, recent(scoring_date="2015-08-09", ratio=1.3),
+                                   recent(rows=0, model=None, baseline=None, ratio=None, baseline_ratio=None)])
+def test_publish_posts_nothing_when_no_check_fails(alert_sink, block):
+    compact = publish(block)
+    assert alert_sink.received == []
+    assert compact["alert"]["alerted"] is False and compact["alert"]["findings"] == []
+    assert compact["alert"]["bias_alert_threshold"] == 0.05
+    assert bool(compact["alert"]["not_checked"]) is (block is None or block["rows"] == 0
+                                                     or block["scoring_date"] != "2015-08-05")
+
+
+def test_the_threshold_param_decides(alert_sink):
+    assert publish(recent(ratio=1.08), threshold=0.1)["alert"]["alerted"] is False
+    assert alert_sink.received == []
+
+
+def test_without_the_connection_or_with_the_endpoint_down_the_scores_are_still_published(monkeypatch, capsys):
+    monkeypatch.delenv("AIRFLOW_CONN_ROSSMANN_ALERTS", raising=False)
+    compact = publish(recent(ratio=1.08))
+    assert compact["alert"]["alerted"] is True and "post_error" not in compact["alert"]
+    assert "no 'rossmann_alerts' connection: alert not sent" in capsys.readouterr().out   # the notifier's own log
+
+    closed = {"conn_type": "http", "host": "127.0.0.1", "port": 9, "schema": "http"}   # nothing listens there
+    monkeypatch.setenv("AIRFLOW_CONN_ROSSMANN_ALERTS", json.dumps(closed))
+    compact = publish(recent(ratio=1.08))
+    assert compact["alert"]["alerted"] is True and compact["alert"]["post_error"] == "ConnectionError"

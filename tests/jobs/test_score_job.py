@@ -5,7 +5,8 @@ import base64
 import html.parser
 import io
 import math
-from datetime import date
+import random
+from datetime import date, timedelta
 
 import pandas as pd
 import pyarrow as pa
@@ -16,7 +17,12 @@ from rossmann_jobs import score, storage
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import parse_columns
 from rossmann_jobs.forecast import scoring
-from rossmann_jobs.forecast.score_records import ScoringInputError, merge_summary, pooled
+from rossmann_jobs.forecast.score_records import (
+    ScoringInputError,
+    median_ratio_by_lead_week,
+    merge_summary,
+    pooled,
+)
 
 D0_A, D0_B, SCORING_DATE = date(2015, 8, 1), date(2015, 8, 3), date(2015, 8, 4)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -119,6 +125,29 @@ def test_exp_rmspe_overall_per_lead_day_and_store_for_model_and_baseline(tables)
         [math.sqrt(0.04 / 2), math.sqrt((0.04 + 0.25) / 2)])
 
 
+def test_median_forecast_over_actual_ratio_counts_a_missing_forecast_row_as_0(tables):
+    # A's rows, forecast / actual: model 1.1, 0.5 (store 1), 0, 1.0 and 0 (store 2; no row for 08-04),
+    # baseline 0.9, 0.5, 0, 0.75, 0: medians 0.5 and 0.5; lead day 1 (1.1, 0 / 0.9, 0) interpolates to 0.55 / 0.45.
+    overall, lead, store = tables["overall"], tables["lead"], tables["store"]
+    assert overall.loc["A", ["model_median_ratio", "baseline_median_ratio"]].tolist() == pytest.approx([0.5, 0.5])
+    lead_a = lead.loc["A"].set_index(scoring.LEAD_COL)
+    assert lead_a.loc[1, ["model_median_ratio", "baseline_median_ratio"]].tolist() == pytest.approx([0.55, 0.45])
+    store_a = store.loc["A"].set_index("StoreId")
+    assert store_a["model_median_ratio"].tolist() == pytest.approx([0.8, 0.0])
+    assert store_a["baseline_median_ratio"].tolist() == pytest.approx([0.7, 0.0])
+    assert overall.loc["B", ["model_median_ratio", "baseline_median_ratio"]].tolist() == pytest.approx([0.9, 0.85])
+
+
+def test_lead_week_is_the_ceiling_of_lead_day_over_7(spark):
+    as_of = date(2015, 6, 1)
+    days = [as_of + timedelta(days=lead) for lead in (1, 7, 8, 14, 15, 42, 43, 48)]
+    forecasts = forecast_frame(spark, "W", as_of, [(1, day.isoformat(), 10.0, 10.0) for day in days])
+    actuals = spark.createDataFrame([(1, day, 10.0) for day in days], "StoreId int, Date date, SalesActual double")
+    rows = scoring.scored_rows(forecasts, actuals, date(2015, 7, 19)).orderBy("Date").toPandas()
+    assert list(zip(rows[scoring.LEAD_COL], rows[scoring.LEAD_WEEK_COL])) == [
+        (1, 1), (7, 1), (8, 2), (14, 2), (15, 3), (42, 6), (43, 7), (48, 7)]
+
+
 def test_a_forecast_without_baseline_rows_has_no_baseline_score(spark):
     actuals = scoring.actual_sales(parsed_actuals(spark, raw_train_lines(ACTUALS)), D0_A, SCORING_DATE)
     forecasts = forecast_frame(spark, "A", D0_A, [(s, d, f, None) for s, d, f, _b in FORECAST_A])
@@ -133,6 +162,11 @@ def test_pooled_scores_and_the_latest_scoring_date_wins():
     later = merge_summary(None, {"k": {**base, "scoring_date": "2015-08-05"}})
     backfill = merge_summary(later, {"k": {**base, "scoring_date": "2015-08-04", "rows": 9}})
     assert backfill["forecasts"]["k"]["rows"] == 1 and backfill["scored_through"] == "2015-08-05"
+    # The recent check follows the same rule: a run for an earlier date keeps the later one's.
+    later = merge_summary(None, {}, {"scoring_date": "2015-08-05", "rows": 1})
+    assert merge_summary(later, {}, {"scoring_date": "2015-08-04", "rows": 9})["recent"]["rows"] == 1
+    assert merge_summary(later, {}, {"scoring_date": "2015-08-05", "rows": 2})["recent"]["rows"] == 2
+    assert merge_summary(later, {}, None)["recent"]["rows"] == 1 and merge_summary(None, {})["recent"] is None
 
 
 # --- the job, end to end on local files -----------------------------------------------------------------------
@@ -211,13 +245,26 @@ def test_score_job_writes_records_summary_and_report_and_reruns_identically(spar
     assert summary["overall"]["baseline_exp_rmspe"] == pytest.approx(math.sqrt((2.3225 + 0.29) / 7), abs=1e-8)
     entry = summary["forecasts"]["2015-08-01/run_a"]
     assert entry["days_scored"] == 3 and entry["by_lead_day"][1] == [2, 1, 0.0, 0.25]
+    assert record["overall"]["model_median_ratio"] == pytest.approx(0.5)
+    assert [r["lead_week"] for r in record["by_lead_week"]] == [1] and record["by_lead_week"][0]["rows"] == 5
+    assert entry["by_lead_week"] == [[1, 5, record["overall"]["model_exp_rmspe"],
+                                      record["overall"]["baseline_exp_rmspe"], 0.5, 0.5]]
+    # A and B's 7 rows are all in the last 14 days: model ratios 1.1, 0.5, 0, 1, 0 (A) and 0.8, 1 (B).
+    recent = summary["recent"]
+    assert {key: recent[key] for key in ("scoring_date", "window_days", "dates", "forecasts", "rows", "days")} == {
+        "scoring_date": "2015-08-04", "window_days": 14, "dates": {"start": "2015-07-22", "end": "2015-08-04"},
+        "forecasts": 2, "rows": 7, "days": 3}
+    assert [recent[key] for key in ("model_exp_rmspe", "baseline_exp_rmspe", "model_median_ratio",
+                                    "baseline_median_ratio")] == pytest.approx(
+        [math.sqrt((2.26 + 0.04) / 7), math.sqrt((2.3225 + 0.29) / 7), 0.8, 0.5], abs=1e-8)
 
     page = first["report/index.html"].decode()
     images = _Images()
     images.feed(page)
-    assert len(images.sources) == 2 and all(s.startswith("data:image/png;base64,") for s in images.sources)
+    assert len(images.sources) == 3 and all(s.startswith("data:image/png;base64,") for s in images.sources)
     assert all(base64.b64decode(s.split(",", 1)[1]).startswith(PNG_SIGNATURE) for s in images.sources)
     assert "2015-08-03/run_c" in page
+    assert "last 14 days (2015-07-22 to 2015-08-04): model median forecast/actual</th><td>0.8000" in page
 
     score.run_score(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])
     assert read_tree(drop["out"]) == first   # an idempotent re-run: byte-identical objects
@@ -232,8 +279,10 @@ def test_a_later_drop_adds_a_record_and_an_earlier_one_never_replaces_it(spark, 
     summary = score.run_score(spark, later, date(2015, 8, 5), drop["forecasts"], drop["out"])
     assert storage.exists(storage.join(drop["out"], "2015-08-03/run_b/2015-08-05.json"))
     assert summary["forecasts"]["2015-08-03/run_b"]["rows"] == 3 and summary["scored_through"] == "2015-08-05"
+    assert summary["recent"]["scoring_date"] == "2015-08-05" and summary["recent"]["rows"] == 8
     again = score.run_score(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])   # a backfill of 08-04
     assert again["forecasts"]["2015-08-03/run_b"]["scoring_date"] == "2015-08-05"
+    assert again["recent"] == summary["recent"]   # the later drop's check stays
 
 
 def test_bad_forecast_lists_fail_clearly(spark, drop):
@@ -245,3 +294,112 @@ def test_bad_forecast_lists_fail_clearly(spark, drop):
     with pytest.raises(ScoringInputError, match="re-run the run's publish_forecast"):
         score.run_score(spark, drop["raw"], SCORING_DATE, gone, drop["out"])
     assert not storage.exists(storage.join(drop["out"], "summary.json"))
+
+
+# --- bias in production: a forecast biased by a known factor, the recent-days check -------------------------------
+
+BIAS = 1.08
+BIASED_AS_OF, NOISY_AS_OF, BIAS_SCORING_DATE = date(2015, 6, 1), date(2015, 6, 20), date(2015, 7, 19)
+BIASED_STORES, NOISY_STORES = (1, 2, 3), (1, 2, 3, 4, 5)
+
+
+def daily_sales(store: int, day: date) -> int:
+    """Actual sales: a level per store and a weekly-ish wave; store 3 is closed (Sales 0) on Sundays."""
+    if store == 3 and day.isoweekday() == 7:
+        return 0
+    return 1000 + 37 * store + (day.toordinal() * 53) % 400
+
+
+def horizon_days(as_of: date) -> list[date]:
+    return [as_of + timedelta(days=lead) for lead in range(1, 49)]
+
+
+def bias_scenario() -> dict:
+    """Two 48-day forecasts: BIASED (as of 06-01, stores 1-3) is 8 % high on every row (baseline 3 % low), NOISY
+    (as of 06-20, stores 1-5) is 5-15 % low by a random factor per row and has no row for store 2 on 07-10, so the
+    recent median falls on one of its rows. Scored with 07-19's drop."""
+    actuals = {(store, day): daily_sales(store, day) for store in NOISY_STORES
+               for day in [BIASED_AS_OF + timedelta(days=n) for n in range(0, 80)] if day <= BIAS_SCORING_DATE}
+    known = lambda store, day: actuals.get((store, day), 900)   # noqa: E731 - a day after D has no actual yet
+    biased = {(store, day): (known(store, day) * BIAS, known(store, day) * 0.97)
+              for store in BIASED_STORES for day in horizon_days(BIASED_AS_OF)}
+    noise = random.Random(31)
+    noisy = {(store, day): (known(store, day) * noise.uniform(0.85, 0.95), known(store, day) * noise.uniform(0.7, 1.3))
+             for store in NOISY_STORES for day in horizon_days(NOISY_AS_OF) if (store, day) != (2, date(2015, 7, 10))}
+    return {"actuals": actuals, "forecasts": {"biased": (BIASED_AS_OF, biased), "noisy": (NOISY_AS_OF, noisy)}}
+
+
+def expected_recent(scenario: dict, scoring_date: date, window_days: int = 14) -> dict:
+    """The recent-days numbers computed independently with pandas from the scenario's plain dicts."""
+    rows = []
+    for name, (as_of, forecast) in scenario["forecasts"].items():
+        start, end = min(day for _s, day in forecast), max(day for _s, day in forecast)
+        stores = {store for store, _day in forecast}
+        for (store, day), sales in scenario["actuals"].items():
+            if (sales > 0 and store in stores and as_of < day <= scoring_date and start <= day <= end
+                    and day > scoring_date - timedelta(days=window_days)):
+                model, baseline = forecast.get((store, day), (0.0, 0.0))
+                rows.append({"forecast": name, "day": day, "actual": sales, "model": model, "baseline": baseline})
+    frame = pd.DataFrame(rows)
+
+    def exp_rmspe(column: str) -> float:
+        return math.sqrt((((frame["actual"] - frame[column]) / frame["actual"]) ** 2).mean())
+
+    return {"forecasts": frame["forecast"].nunique(), "rows": len(frame), "days": frame["day"].nunique(),
+            "model_exp_rmspe": exp_rmspe("model"), "baseline_exp_rmspe": exp_rmspe("baseline"),
+            "model_median_ratio": (frame["model"] / frame["actual"]).median(),
+            "baseline_median_ratio": (frame["baseline"] / frame["actual"]).median()}
+
+
+@pytest.fixture()
+def bias_drop(tmp_path):
+    root, scenario = str(tmp_path), bias_scenario()
+    raw = storage.join(root, "raw", BIAS_SCORING_DATE.isoformat())
+    lines = raw_train_lines([(store, day.isoformat(), sales) for (store, day), sales in scenario["actuals"].items()])
+    storage.write_bytes(storage.join(raw, "train.csv"), ("\n".join(lines) + "\n").encode())
+    records = [{"as_of": as_of.isoformat(), "run_id": name, "run_key": name,
+                "predictions_uri": write_predictions(storage.join(root, name), [
+                    (store, day.isoformat(), model, baseline)
+                    for (store, day), (model, baseline) in sorted(forecast.items())])}
+               for name, (as_of, forecast) in scenario["forecasts"].items()]
+    return {"scenario": scenario, "raw": raw, "forecasts": forecast_list(root, records),
+            "out": storage.join(root, "scores")}
+
+
+@pytest.mark.slow
+def test_a_biased_forecast_shows_its_factor_as_median_ratio_overall_and_per_lead_week(spark, bias_drop):
+    summary = score.run_score(spark, bias_drop["raw"], BIAS_SCORING_DATE, bias_drop["forecasts"], bias_drop["out"])
+    record = storage.read_json(storage.join(bias_drop["out"], "2015-06-01/biased/2015-07-19.json"))
+    assert record["overall"]["model_median_ratio"] == pytest.approx(BIAS, abs=1e-8)
+    assert record["overall"]["baseline_median_ratio"] == pytest.approx(0.97, abs=1e-8)
+    assert record["overall"]["model_exp_rmspe"] == pytest.approx(BIAS - 1, abs=1e-8)   # exp-RMSPE alone: no sign
+    # Lead days 1-48 of 3 stores (store 3 closed on Sundays): 7 lead weeks, the last one 6 days long.
+    sundays = lambda leads: sum((BIASED_AS_OF + timedelta(days=d)).isoweekday() == 7 for d in leads)   # noqa: E731
+    expected_rows = [3 * len(leads) - sundays(leads) for leads in (range(7 * w - 6, min(7 * w, 48) + 1)
+                                                                   for w in range(1, 8))]
+    weeks = record["by_lead_week"]
+    assert [(w["lead_week"], w["rows"]) for w in weeks] == list(zip(range(1, 8), expected_rows))
+    assert [w["model_median_ratio"] for w in weeks] == pytest.approx([BIAS] * 7, abs=1e-8)
+    assert [w["baseline_median_ratio"] for w in weeks] == pytest.approx([0.97] * 7, abs=1e-8)
+    entry = summary["forecasts"]["2015-06-01/biased"]
+    assert entry["model_median_ratio"] == pytest.approx(BIAS, abs=1e-8)
+    assert [row[0] for row in entry["by_lead_week"]] == list(range(1, 8))
+    assert [row[4] for row in entry["by_lead_week"]] == pytest.approx([BIAS] * 7, abs=1e-8)
+    # Only the biased forecast reaches lead weeks 6 and 7 (the noisy one has lead days up to 29 by 07-19).
+    report_weeks = median_ratio_by_lead_week(summary)
+    assert [(week, forecasts) for week, forecasts, _m, _b in report_weeks] == [
+        (1, 2), (2, 2), (3, 2), (4, 2), (5, 2), (6, 1), (7, 1)]
+    assert [model for _w, _f, model, _b in report_weeks[5:]] == pytest.approx([BIAS, BIAS], abs=1e-8)
+
+    recent = summary["recent"]
+    assert (recent["scoring_date"], recent["window_days"], recent["dates"]) == (
+        "2015-07-19", 14, {"start": "2015-07-06", "end": "2015-07-19"})
+    expected = expected_recent(bias_drop["scenario"], BIAS_SCORING_DATE)
+    assert {key: recent[key] for key in ("forecasts", "rows", "days")} == {
+        key: expected[key] for key in ("forecasts", "rows", "days")}
+    # 14 days x 3 and 5 stores less store 3's two Sundays; store 2's 07-10 counts (forecast 0). 108: an even count,
+    # so the median is the mean of the two middle rows, both the noisy forecast's.
+    assert expected["forecasts"] == 2 and expected["days"] == 14 and expected["rows"] == 40 + 68
+    for key in ("model_exp_rmspe", "baseline_exp_rmspe", "model_median_ratio", "baseline_median_ratio"):
+        assert recent[key] == pytest.approx(expected[key], abs=1e-8), key
+    assert 0.85 < recent["model_median_ratio"] < 0.95   # a noisy row's: both forecasts' rows count
