@@ -31,7 +31,7 @@ SEED_CONTINUOUS_COLS = [
 ]
 # Each row's lead day and its store's recent sales level as known at the row's forecast origin (recent_level.py):
 # not in the seed, which has no notion of an origin.
-ORIGIN_COLS = ["LeadDays", "RecentLevel1", "RecentLevel3", "RecentLevel8", "DayPromoLevel8"]
+ORIGIN_COLS = ["LeadDays", "StoreLevel14d", "StoreLevel48d", "StoreLevel144d", "StoreLevel384d", "DayPromoLevel384d"]
 CONTINUOUS_COLS = SEED_CONTINUOUS_COLS + ORIGIN_COLS
 
 FEATURE_COLS = CATEGORICAL_COLS + CONTINUOUS_COLS

@@ -10,7 +10,15 @@ import pytest
 from pyspark.sql import functions as F
 
 from rossmann_jobs.features import recent_level
-from rossmann_jobs.features.recent_level import DAY_PROMO_LEVEL_COL, LEAD_COL, LEVEL_COLS, ORIGIN_BLOCK_DAYS
+from rossmann_jobs.features.recent_level import (
+    DAY_PROMO_LEVEL_COL,
+    LEAD_COL,
+    LEVEL_BLOCKS,
+    LEVEL_COLS,
+    ORIGIN_BLOCK_DAYS,
+    TAIL_DAYS,
+    TAIL_LEVEL_COL,
+)
 from rossmann_jobs.features.spec import ORIGIN_COLS
 
 AS_OF = date(2015, 7, 31)
@@ -73,8 +81,10 @@ def test_levels_are_the_mean_log_sales_of_the_windows_ending_at_the_origin(base)
     for _, row in out.sample(60, random_state=1).iterrows():
         origin = origin_of(row["Date"])
         store = history[(history["Store"] == row["Store"]) & (history["Date"] <= origin)]
-        for blocks, name in zip(recent_level.LEVEL_BLOCKS, LEVEL_COLS):
-            window = store[store["Date"] > origin - timedelta(days=ORIGIN_BLOCK_DAYS * blocks)]
+        windows = [(TAIL_LEVEL_COL, TAIL_DAYS), *[(name, ORIGIN_BLOCK_DAYS * blocks)
+                                                  for name, blocks in zip(LEVEL_COLS, LEVEL_BLOCKS)]]
+        for name, days in windows:
+            window = store[store["Date"] > origin - timedelta(days=days)]
             if len(window):
                 assert row[name] == pytest.approx(np.log(window["Sales"]).mean(), rel=1e-9), (name, row["Date"])
                 checked += 1
@@ -88,8 +98,9 @@ def test_levels_are_the_mean_log_sales_of_the_windows_ending_at_the_origin(base)
 def test_a_growing_store_is_seen_at_its_recent_level_not_its_average(base):
     _frame, out = base
     horizon = out[(out["Date"] > AS_OF) & (out["Store"] == 3)].iloc[0]
-    # Store 3 grows 0.6 % a day: the last 48 days sit well above the last 384 days' mean.
-    assert horizon["RecentLevel1"] > horizon["RecentLevel8"] + 0.5
+    # Store 3 grows 0.6 % a day: the last 48 days sit well above the last 384 days' mean, the last 14 above both.
+    assert horizon["StoreLevel48d"] > horizon["StoreLevel384d"] + 0.5
+    assert horizon["StoreLevel14d"] > horizon["StoreLevel48d"]
 
 
 def test_no_origin_feature_reads_a_sale_dated_after_the_rows_origin(spark, base):
@@ -106,7 +117,7 @@ def test_no_origin_feature_reads_a_sale_dated_after_the_rows_origin(spark, base)
     assert rows_before.sum() > 500
     pd.testing.assert_frame_equal(out.loc[rows_before, ORIGIN_COLS], changed_out.loc[rows_before, ORIGIN_COLS])
     # The perturbation reaches the features of the rows whose origin is after it.
-    assert (out.loc[~rows_before, "RecentLevel1"] != changed_out.loc[~rows_before, "RecentLevel1"]).all()
+    assert (out.loc[~rows_before, TAIL_LEVEL_COL] != changed_out.loc[~rows_before, TAIL_LEVEL_COL]).all()
 
 
 def test_a_store_without_recent_sales_falls_back_to_longer_windows_then_its_mean(spark):
@@ -115,9 +126,9 @@ def test_a_store_without_recent_sales_falls_back_to_longer_windows_then_its_mean
     frame.loc[gap, "Sales"] = 0          # closed for the last 60 days: no sale in the last block
     out = origin_features(spark, frame)
     horizon = out[out["Date"] > AS_OF].iloc[0]
-    assert horizon["RecentLevel1"] == horizon["RecentLevel3"]
+    assert horizon["StoreLevel14d"] == horizon["StoreLevel48d"] == horizon["StoreLevel144d"]
     first = out[out["Date"] == out["Date"].min()].iloc[0]     # the oldest block has no history at all
     history = frame[(frame["Sales"] > 0)]
-    assert first["RecentLevel8"] == pytest.approx(np.log(history["Sales"]).mean(), rel=1e-9)
-    assert first[DAY_PROMO_LEVEL_COL] == first["RecentLevel8"]
+    assert first["StoreLevel384d"] == pytest.approx(np.log(history["Sales"]).mean(), rel=1e-9)
+    assert first[DAY_PROMO_LEVEL_COL] == first["StoreLevel384d"]
     assert not out[ORIGIN_COLS].isna().any().any()
