@@ -65,7 +65,9 @@ def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_mem
     print(f"{dt.datetime.now():%H:%M:%S} {job}: {' '.join(args)}", flush=True)
     started = time.perf_counter()
     with open(log_path, "w") as log:
-        code = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        # From the checkout's folder: Horovod starts its ranks in the working directory with an environment of their
+        # own (no PYTHONPATH), so a rank imports rossmann_jobs from there (a --repo of bench_robustness.py included).
+        code = subprocess.run(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
     if code != 0:
         sys.exit(f"{job} failed (exit {code}); log: {log_path}\n{log_path.read_text()[-3000:]}")
     seconds = time.perf_counter() - started
