@@ -39,6 +39,11 @@ DEFAULT_CONF = {
     # execution pool of a few MB (spark.memory.fraction far below its 0.6) Spark would pick 1 MB pages: set that too.
     "spark.sql.adaptive.coalescePartitions.minPartitionNum": "8",
     "spark.buffer.pageSize": "4m",
+    # HotSpot never JIT-compiles a method of more than 8,000 bytes of bytecode: a whole-stage-generated stage above
+    # it would run interpreted. At this limit Spark runs such a stage operator by operator instead (each with its
+    # own small generated code), as the Spark docs recommend on HotSpot. The fused feature stage crossed it with
+    # the origin features (issue 31): tests/jobs/test_prepare_job.py lists the stages that fall back.
+    "spark.sql.codegen.hugeMethodLimit": "8000",
 }
 
 # S3A (hadoop-aws 3.3) retries, explicit so a short S3 outage is ridden out and a long one fails in bounded time:

@@ -14,6 +14,7 @@ from rossmann_jobs.features.spec import (
     CONTINUOUS_COLS,
     FEATURE_COLS,
     LABEL_COL,
+    ORIGIN_COLS,
     STORE_ID_COL,
     TEST_DIR,
     TRAIN_DIR,
@@ -92,7 +93,25 @@ def encode_features(df: DataFrame, vocabularies: Mapping[str, list]) -> DataFram
     return df.select(
         *[c for c in df.columns if c not in FEATURE_COLS and c not in helpers],
         *[index[col].cast("int").alias(col) for col in CATEGORICAL_COLS],
-        *[F.coalesce(F.col(col).cast("float"), F.lit(0.0).cast("float")).alias(col) for col in CONTINUOUS_COLS])
+        *[_continuous(col).alias(col) for col in CONTINUOUS_COLS])
+
+
+# Continuous columns that are never null on a written row, so the split writes only cast them (no coalesce): the
+# origin features (float32 from features/recent_level.py: every written row finds its store's levels) and the
+# Before/After day counts (every written row is one the counts were computed over: features/elapsed.py). The
+# split-write stages sit near HotSpot's JIT size limit (tests/jobs/test_prepare_job.py).
+NEVER_NULL_WHEN_WRITTEN = [*ORIGIN_COLS, *(f"{side}{event}" for event in ("Promo", "StateHoliday", "SchoolHoliday")
+                                          for side in ("Before", "After"))]
+
+
+def continuous_float(col: str) -> Column:
+    """A continuous column as the model reads it: float32, null -> 0.0."""
+    return F.coalesce(F.col(col).cast("float"), F.lit(0.0).cast("float"))
+
+
+def _continuous(col: str) -> Column:
+    # The cast costs no code on the origin features (already float32: the optimizer drops it).
+    return F.col(col).cast("float") if col in NEVER_NULL_WHEN_WRITTEN else continuous_float(col)
 
 
 def encoded_split(encoded: DataFrame, name: str) -> DataFrame:

@@ -111,8 +111,10 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFra
     """
     rows = rows.withColumn(VOCABULARY_ROW, vocabulary_row(as_of)).repartition("Store")
     rows = _quarantine_duplicate_days(rows).withColumn(IN_SCOPE, in_scope(as_of))
-    rows = add_elapsed(rows, eligible=F.col(IN_SCOPE) & acceptable(), same_pass={SEEN_IN_TRAIN: _seen_in_train()})
+    # Between the two (Store; Date) window passes: a broadcast join keeps the rows' order, so the second pass needs
+    # no new sort, and the origin features' code stays out of the fused stage of the joins (near the JIT limit).
     rows = recent_level.add_origin_features(rows, as_of, history=_sales_history())
+    rows = add_elapsed(rows, eligible=F.col(IN_SCOPE) & acceptable(), same_pass={SEEN_IN_TRAIN: _seen_in_train()})
     # Checked with the lookup misses (it comes first), so that one quarantine step renders the rejected record.
     unseen_store = ((F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),
                     "Store has no train.csv rows on or before as-of", "Store")

@@ -13,14 +13,14 @@ below, for rows whose origin has no history at all):
   baseline's cell, as a feature the model can correct).
 A window without sales falls back to the next longer one, and the longest to the store's mean over all its sales
 up to D (only the first block of a store's history, and a store reopening after a long closure, need it).
-Windows are unions of whole blocks (the 14 days: the tail of the block that ends at the origin), so two small
-aggregations of the history serve every origin.
+Windows are unions of whole blocks (the 14 days: the tail of the block that ends at the origin), so one small
+aggregation of the history per (store, block, weekday, promo) serves every origin.
 """
 from __future__ import annotations
 
 from datetime import date
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from rossmann_jobs.features.spec import ORIGIN_COLS
@@ -59,53 +59,44 @@ def add_origin_features(rows: DataFrame, as_of: date, history: Column) -> DataFr
     """rows + ORIGIN_COLS. rows need Store, Date, DayOfWeek, Promo (0/1) and Sales; history: the rows whose sales
     count (train rows up to D that parse, are unique and sold something). Only those rows' sales are read."""
     rows = rows.withColumns({_BLOCK: origin_block(as_of), _PROMO: (F.col("Promo") != 0).cast("int")})
-    rows = rows.withColumn(LEAD_COL, lead_days(as_of))
+    rows = rows.withColumn(LEAD_COL, lead_days(as_of).cast("float"))
     # A history row is in the tail of its block when it lies in the last TAIL_DAYS before that block's end: the
     # origin of the rows one block younger.
     sold = (rows.filter(history)
             .select(*_CELL, F.log(F.col("Sales")).alias("_y"),
                     ((days_before_as_of(as_of) % ORIGIN_BLOCK_DAYS) < TAIL_DAYS).alias(_TAIL)))
-    cells = sold.groupBy(*_CELL).agg(F.sum("_y").alias("_sum"), F.count(F.lit(1)).alias("_n"))
-    blocks = sold.groupBy("Store", _BLOCK).agg(
-        F.sum("_y").alias("_sum"), F.count(F.lit(1)).alias("_n"),
-        F.sum(F.when(F.col(_TAIL), F.col("_y"))).alias("_tail_sum"), F.count(F.when(F.col(_TAIL), 1)).alias("_tail_n"))
-    levels = _levels_at_origins(rows.select(*_CELL).distinct(), cells, blocks)
-    store_mean = blocks.groupBy("Store").agg((F.sum("_sum") / F.sum("_n")).alias("_store_mean"))
-    # One row per (store, block, weekday, promo), ~300 k at full scale: Spark chooses how to join it.
-    joined = rows.join(levels, _CELL, "left").join(F.broadcast(store_mean), "Store", "left")
-    fallback = F.col("_store_mean")
+    cells = sold.groupBy(*_CELL).agg(F.sum("_y").alias("_sum"), F.count(F.lit(1)).alias("_n"),
+                                     F.sum(F.when(F.col(_TAIL), F.col("_y"))).alias("_tail_sum"),
+                                     F.count(F.when(F.col(_TAIL), 1)).alias("_tail_n"))
+    # One row per (store, block, weekday, promo) of the rows, ready to use: ~300 k rows and ~13 MB at full scale,
+    # broadcast so the rows keep their partitioning and order (no shuffle of the rows for it).
+    levels = levels_at_origins(rows.select(*_CELL).distinct().join(cells, _CELL, "left"))
+    return rows.join(F.broadcast(levels), _CELL, "left").drop(_BLOCK, _PROMO)
+
+
+def levels_at_origins(cells: DataFrame) -> DataFrame:
+    """Per cell (Store, block, weekday, promo; its history sums, null where nothing sold): the ORIGIN_COLS levels
+    seen from the block's origin, filled and float32. Window frames over the blocks ahead of the cell's block
+    (range frames on the block number): sorts, which spill, rather than more hash aggregations, which need memory
+    pages of their own (tests/jobs/test_prepare_memory.py)."""
+    store_blocks = Window.partitionBy("Store").orderBy(_BLOCK)
+    own_cell = Window.partitionBy("Store", "DayOfWeek", _PROMO).orderBy(_BLOCK)
+
+    def mean(window, first: int, last: int, total: str = "_sum", rows: str = "_n") -> Column:
+        frame = window.rangeBetween(first, last)
+        return F.sum(total).over(frame) / F.sum(rows).over(frame)
+
+    raw = {TAIL_LEVEL_COL: mean(store_blocks, 1, 1, "_tail_sum", "_tail_n"),
+           **{name: mean(store_blocks, 1, count) for count, name in zip(LEVEL_BLOCKS, LEVEL_COLS)},
+           DAY_PROMO_LEVEL_COL: mean(own_cell, 1, DAY_PROMO_BLOCKS)}
+    whole_store = Window.partitionBy("Store").rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    # Each window falls back to the next longer one, the longest to the store's mean up to D (0 for a store that
+    # never sold anything up to D).
+    fallback = F.coalesce(F.sum("_sum").over(whole_store) / F.sum("_n").over(whole_store), F.lit(0.0))
     filled = {}
-    for name in reversed([TAIL_LEVEL_COL, *LEVEL_COLS]):   # the longest window first: each shorter one falls back
-        fallback = F.coalesce(F.col(f"_{name}"), fallback)
+    for name in reversed([TAIL_LEVEL_COL, *LEVEL_COLS]):
+        fallback = F.coalesce(raw[name], fallback)
         filled[name] = fallback
-    filled[DAY_PROMO_LEVEL_COL] = F.coalesce(F.col(f"_{DAY_PROMO_LEVEL_COL}"), filled[LEVEL_COLS[-1]])
-    helpers = [f"_{name}" for name in (TAIL_LEVEL_COL, *LEVEL_COLS, DAY_PROMO_LEVEL_COL)]
-    return joined.withColumns(filled).drop(_BLOCK, _PROMO, "_store_mean", *helpers)
-
-
-def _levels_at_origins(targets: DataFrame, cells: DataFrame, blocks: DataFrame) -> DataFrame:
-    """Per target cell (Store, block, weekday, promo): the mean log sales of its store over the windows up to its
-    origin (the tail of block+1, blocks block+1 .. block+k for each k of LEVEL_BLOCKS) and of its own weekday and
-    promo over DAY_PROMO_BLOCKS blocks; null where none sold."""
-    ahead = F.col("h._block") - F.col("t._block")
-    origins = targets.select("Store", _BLOCK).distinct()
-    tail = ahead == 1
-    store_levels = (origins.alias("t")
-                    .join(blocks.alias("h"), (F.col("t.Store") == F.col("h.Store"))
-                          & ahead.between(1, max(LEVEL_BLOCKS)))
-                    .groupBy(F.col("t.Store").alias("Store"), F.col("t._block").alias(_BLOCK))
-                    .agg((F.sum(F.when(tail, F.col("h._tail_sum"))) / F.sum(F.when(tail, F.col("h._tail_n"))))
-                         .alias(f"_{TAIL_LEVEL_COL}"),
-                         *[_mean_within(ahead, count).alias(f"_{name}")
-                           for count, name in zip(LEVEL_BLOCKS, LEVEL_COLS)]))
-    same_cell = [F.col(f"t.{col}") == F.col(f"h.{col}") for col in ("Store", "DayOfWeek", _PROMO)]
-    cell_levels = (targets.alias("t").join(cells.alias("h"), [*same_cell, ahead.between(1, DAY_PROMO_BLOCKS)])
-                   .groupBy(*[F.col(f"t.{col}").alias(col) for col in _CELL])
-                   .agg(_mean_within(ahead, DAY_PROMO_BLOCKS).alias(f"_{DAY_PROMO_LEVEL_COL}")))
-    return targets.join(store_levels, ["Store", _BLOCK], "left").join(cell_levels, _CELL, "left")
-
-
-def _mean_within(ahead: Column, blocks: int) -> Column:
-    """Mean log sales over the joined history blocks 1 .. blocks ahead of the target (null if none sold)."""
-    inside = ahead <= blocks
-    return F.sum(F.when(inside, F.col("h._sum"))) / F.sum(F.when(inside, F.col("h._n")))
+    filled[DAY_PROMO_LEVEL_COL] = F.coalesce(raw[DAY_PROMO_LEVEL_COL], filled[LEVEL_COLS[-1]])
+    return cells.select(*_CELL, *[filled[name].cast("float").alias(name)
+                                  for name in (TAIL_LEVEL_COL, *LEVEL_COLS, DAY_PROMO_LEVEL_COL)])

@@ -23,36 +23,40 @@ from rossmann_jobs.forecast.score_records import (
 UNBIASED_BAND = (1 - BIAS_ALERT_THRESHOLD, 1 + BIAS_ALERT_THRESHOLD)
 
 
-def lead_day_plot(rows: list[tuple[int, int, float | None, float | None]]) -> bytes:
-    """exp-RMSPE by lead day (days after the as-of date), model vs baseline, pooled over the scored forecasts."""
+def model_vs_baseline_plot(rows: list[tuple[int, int, float | None, float | None]], xlabel: str, ylabel: str,
+                           title: str, unbiased_band: bool = False) -> bytes:
+    """One line per forecast (model, naive baseline) over rows of (x, rows, model value, baseline value)."""
     figure, axis = plt.subplots(figsize=(10, 4.5), constrained_layout=True)
-    leads = [row[0] for row in rows]
-    axis.plot(leads, [row[2] for row in rows], marker=".", color="tab:orange", label="model")
-    axis.plot(leads, [row[3] for row in rows], marker=".", color="tab:gray", label="naive seasonal baseline")
-    axis.set_xlabel("lead day (days after the forecast's as-of date)")
-    axis.set_ylabel("exp-RMSPE")
-    axis.set_title("Forecast error by lead day, latest scores of every forecast", fontsize=10)
+    xs = [row[0] for row in rows]
+    if unbiased_band:
+        axis.axhspan(*UNBIASED_BAND, color="tab:green", alpha=0.12,
+                     label=f"{UNBIASED_BAND[0]:.2f}-{UNBIASED_BAND[1]:.2f}")
+        axis.axhline(1.0, color="tab:green", linewidth=0.8)
+        axis.set_xticks(xs)
+    marker = "o" if unbiased_band else "."
+    axis.plot(xs, [row[2] for row in rows], marker=marker, color="tab:orange", label="model")
+    axis.plot(xs, [row[3] for row in rows], marker=marker, color="tab:gray", label="naive seasonal baseline")
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
+    axis.set_title(title, fontsize=10)
     axis.grid(alpha=0.3)
     axis.legend()
     return png_bytes(figure)
+
+
+def lead_day_plot(rows: list[tuple[int, int, float | None, float | None]]) -> bytes:
+    """exp-RMSPE by lead day (days after the as-of date), model vs baseline, pooled over the scored forecasts."""
+    return model_vs_baseline_plot(rows, "lead day (days after the forecast's as-of date)", "exp-RMSPE",
+                                  "Forecast error by lead day, latest scores of every forecast")
 
 
 def lead_week_ratio_plot(rows: list[tuple[int, int, float | None, float | None]]) -> bytes:
     """Median forecast/actual ratio by lead week, model vs baseline (median_ratio_by_lead_week), with the band of
     an unbiased forecast: a line above it forecasts too high on the typical day, below it too low."""
-    figure, axis = plt.subplots(figsize=(10, 4.5), constrained_layout=True)
-    weeks = [row[0] for row in rows]
-    axis.axhspan(*UNBIASED_BAND, color="tab:green", alpha=0.12, label=f"{UNBIASED_BAND[0]:.2f}-{UNBIASED_BAND[1]:.2f}")
-    axis.axhline(1.0, color="tab:green", linewidth=0.8)
-    axis.plot(weeks, [row[2] for row in rows], marker="o", color="tab:orange", label="model")
-    axis.plot(weeks, [row[3] for row in rows], marker="o", color="tab:gray", label="naive seasonal baseline")
-    axis.set_xticks(weeks)
-    axis.set_xlabel("lead week (1: lead days 1-7 ... 7: lead days 43-48)")
-    axis.set_ylabel("median forecast / actual")
-    axis.set_title("Bias by lead week: median over the scored forecasts of each one's median ratio", fontsize=10)
-    axis.grid(alpha=0.3)
-    axis.legend()
-    return png_bytes(figure)
+    return model_vs_baseline_plot(rows, "lead week (1: lead days 1-7 ... 7: lead days 43-48)",
+                                  "median forecast / actual",
+                                  "Bias by lead week: median over the scored forecasts of each one's median ratio",
+                                  unbiased_band=True)
 
 
 def recent_rows(recent: dict[str, Any] | None) -> list[tuple[str, Any]]:

@@ -13,7 +13,8 @@ import pyspark.sql.functions as F
 import pyspark.sql.types as T
 from pyspark import Row
 
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS
+from rossmann_jobs.features.spec import CATEGORICAL_COLS
+from rossmann_jobs.features.spec import SEED_CONTINUOUS_COLS as CONTINUOUS_COLS  # the seed has no origin features
 
 
 def prepare_google_trend(google_trend_csv: pyspark.sql.DataFrame) -> pyspark.sql.DataFrame:
