@@ -218,8 +218,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
                 validation_rule: str = split.DEFAULT_VALIDATION_RULE) -> dict[str, Any]:
     """Prepare features for as_of from the drop at raw, commit them at out; returns metadata.json's content."""
     point_in_time.lookup_cutoff(point_in_time_mode, as_of)   # refuses an unknown mode before any work
-    if validation_rule not in split.VALIDATION_RULES:
-        raise ValueError(f"validation window {validation_rule!r}: expected one of {split.VALIDATION_RULES}")
+    split.check_validation_rule(validation_rule)             # ... and an unknown validation window
     timings: dict[str, float] = {}
     with timed("inspect raw files (presence, header, sha256, rows)", timings):
         inputs = inspect_raw_files(raw)

@@ -104,14 +104,11 @@ NEVER_NULL_WHEN_WRITTEN = [*ORIGIN_COLS, *(f"{side}{event}" for event in ("Promo
                                           for side in ("Before", "After"))]
 
 
-def continuous_float(col: str) -> Column:
-    """A continuous column as the model reads it: float32, null -> 0.0."""
-    return F.coalesce(F.col(col).cast("float"), F.lit(0.0).cast("float"))
-
-
 def _continuous(col: str) -> Column:
-    # The cast costs no code on the origin features (already float32: the optimizer drops it).
-    return F.col(col).cast("float") if col in NEVER_NULL_WHEN_WRITTEN else continuous_float(col)
+    """A continuous column as the model reads it: float32, null -> 0.0 (the cast costs no code on the origin
+    features, already float32: the optimizer drops it)."""
+    as_float = F.col(col).cast("float")
+    return as_float if col in NEVER_NULL_WHEN_WRITTEN else F.coalesce(as_float, F.lit(0.0).cast("float"))
 
 
 def encoded_split(encoded: DataFrame, name: str) -> DataFrame:

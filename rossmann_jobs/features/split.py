@@ -5,7 +5,8 @@ For an as-of date D:
   dated > D (all of them when D is before the test period);
 - the validation window is out of time by default (RECENT): the last L days up to D, L = the horizon's length, so
   early stopping, the best epoch and the quality gate judge a model the way the horizon will, from an origin before
-  the window (features/recent_level.py gives those rows the origin D - L). YEAR_EARLIER is Horovod's example: the
+  the window (features/recent_level.py gives the last 48 days the origin D - 48; with the daily contract's 48-day
+  horizon that is the window's start). YEAR_EARLIER is Horovod's example: the
   horizon shifted back 365 days, (horizon_start - 365, horizon_end - 365], cut at D (the last L days when that
   leaves no day). It lies inside the training period, where a model interpolates: a model biased on the recent
   weeks can win there (bench/RESULTS.md "Robustness matrix").
@@ -49,11 +50,15 @@ class Windows:
         return {key: value.isoformat() if isinstance(value, date) else value for key, value in asdict(self).items()}
 
 
+def check_validation_rule(validation_rule: str) -> None:
+    if validation_rule not in VALIDATION_RULES:
+        raise ValueError(f"validation window {validation_rule!r}: expected one of {', '.join(VALIDATION_RULES)}")
+
+
 def plan_windows(as_of: date, horizon_start: date, horizon_end: date,
                  validation_rule: str = DEFAULT_VALIDATION_RULE) -> Windows:
     """The validation window for a horizon [horizon_start, horizon_end] of test rows after as_of."""
-    if validation_rule not in VALIDATION_RULES:
-        raise ValueError(f"validation window {validation_rule!r}: expected one of {', '.join(VALIDATION_RULES)}")
+    check_validation_rule(validation_rule)
     length = (horizon_end - horizon_start).days + 1
     recent = (as_of - timedelta(days=length - 1), as_of)
     if validation_rule == RECENT:
