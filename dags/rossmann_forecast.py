@@ -132,7 +132,7 @@ DEFAULT_ARGS = {
 }
 
 
-def spark_job(task_id: str, job_file: str, application_args: list, operator=RossmannSparkSubmitOperator,
+def spark_job(task_id: str, job_file: str, application_args: list, drop, operator=RossmannSparkSubmitOperator,
               **spark_settings) -> RossmannSparkSubmitOperator:
     return operator(
         task_id=task_id,
@@ -142,6 +142,7 @@ def spark_job(task_id: str, job_file: str, application_args: list, operator=Ross
         conn_id="spark_default",
         aws_conn_id="aws_default",
         application_args=application_args,
+        drop=drop,   # launch settings (JIT) follow the size of the run's drop
         # One Spark job at a time across all runs (rossmann/pools.py), and one of each kind per DAG.
         pool=SPARK_POOL,
         max_active_tis_per_dag=1,
@@ -259,7 +260,7 @@ def rossmann_forecast():
         "--raw", plan["raw"], "--out", plan["features"], "--as-of", plan["as_of"],
         "--sample-rate", "{{ params.sample_rate }}", "--seed", "{{ params.seed }}",
         "--validation-window", "{{ params.validation_window }}",
-    ])
+    ], drop=plan["raw"])
     champion = find_champion(plan)
     train = spark_job("train_model", "train.py", [
         "--features", plan["features"], "--out", plan["model"],
@@ -269,7 +270,7 @@ def rossmann_forecast():
         "--champion-model", champion["champion_model_uri"],   # "" when there is no champion as of the date
         "--warm-start-model", champion["warm_start_model_uri"],   # "" for a cold start
         "--warm-start-epochs", "{{ params.warm_start_epochs }}",
-    ])
+    ], drop=plan["raw"])
     metrics = read_train_metrics(plan)
     gate = quality_gate(plan, metrics)
     predict = spark_job("predict", "predict.py", [
@@ -277,13 +278,13 @@ def rossmann_forecast():
         "--out", plan["predictions"],
         # For the report: this run's model (gate comparison, training curves), the decision, the scores so far.
         "--trained-model", plan["model"], "--gate-decision", gate["reason"], "--scores", plan["scores"],
-    ], operator=PredictSubmitOperator)
+    ], drop=plan["raw"], operator=PredictSubmitOperator)
     published = publish_forecast(plan, gate)
     to_score = find_forecasts_to_score(plan)
     # Needs only the drop and the registry: it never waits for this run's training.
     score = spark_job("score_forecasts", "score.py", [
         "--raw", plan["raw"], "--as-of", plan["as_of"], "--forecasts", to_score, "--out", plan["scores"],
-    ])
+    ], drop=plan["raw"])
     wait_for_raw_drop >> to_score
     score >> publish_scores(plan)
 

@@ -203,7 +203,7 @@ def run(spark, args: argparse.Namespace) -> dict[str, Any]:
         log.info("--no-resume: removing old checkpoints under %s", checkpoints)
         storage.delete_prefix(checkpoints)
     with timed("train statistics", timings):
-        start = train_statistics(spark, features.train_files)
+        start = train_statistics(features.train_files)
     warm_start, params, warm_start_facts = warm_start_plan(args, features, params)
     config = WorkerConfig(train_units=train_units, validation_units=validation_units,
                           vocab_sizes=features.vocab_sizes, max_sales=features.max_sales,

@@ -7,13 +7,15 @@ job and Spark redacts *.secret.key. A connection without keys (IAM roles, instan
 Spark settings come from configuration, so clusters differ only in connections: the project's per-job defaults
 (DEFAULT_JOB_CONF), then the Spark connection's extra `spark_conf` (every job, e.g. spark.pyspark.python), then its
 extra `job_conf` object of per-job settings ({"prepare": {"spark.driver.memory": "6g"}, "train": {...}}: sizing,
-docs/deploy.md), then a task's own `conf`.
+docs/deploy.md), then a task's own `conf`. Beneath all of them, the launch settings derived from the size of the
+run's drop (rossmann_jobs/launch_settings.py: a small drop's JVMs compile with C1 only).
 
 A job that exits with status 2 (a known input or feature error, rossmann_jobs.spark_session.run_job) fails the task
 at once with its "<job> failed: <reason>" line: a retry would read the same input and fail the same way.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -21,6 +23,8 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from rossmann.report_link import ForecastReportLink
+from rossmann_jobs import launch_settings
+from rossmann_jobs.features.drop_manifest import DROP_MARKER
 from rossmann_jobs.job_protocol import BAD_INPUT_EXIT_CODE, FAILURE_LINE, JOBS
 
 SPARK_CONF_EXTRA = "spark_conf"
@@ -87,19 +91,54 @@ def aws_environment(aws_conn_id: str | None) -> dict[str, str]:
     return {name: value for name, value in candidates.items() if value}
 
 
-class RossmannSparkSubmitOperator(SparkSubmitOperator):
-    """spark-submit of one rossmann job; S3 access from `aws_conn_id`, extra Spark conf from the Spark connection."""
+def read_drop_manifest(drop_uri: str, aws_conn_id: str | None) -> dict | None:
+    """The drop's `_SUCCESS` manifest (s3:// through the AWS connection, else a local path); None when there is none
+    or it is empty (an unverified drop)."""
+    marker = f"{drop_uri.rstrip('/')}/{DROP_MARKER}"
+    if marker.startswith(("s3://", "s3a://")):
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-    def __init__(self, *, aws_conn_id: str | None = "aws_default", **kwargs: Any) -> None:
+        from rossmann.outputs import s3_bucket_key
+
+        hook = S3Hook(aws_conn_id=aws_conn_id)
+        bucket, key = s3_bucket_key(marker)
+        text = hook.read_key(key, bucket) if hook.check_for_key(key, bucket) else ""
+    else:
+        path = marker.removeprefix("file://")
+        text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    try:
+        return json.loads(text) if text.strip() else None
+    except ValueError:
+        return None
+
+
+class RossmannSparkSubmitOperator(SparkSubmitOperator):
+    """spark-submit of one rossmann job; S3 access from `aws_conn_id`, extra Spark conf from the Spark connection,
+    launch settings from the size of the run's `drop` (its raw URI; none: Spark's defaults)."""
+
+    template_fields = (*SparkSubmitOperator.template_fields, "drop")
+
+    def __init__(self, *, aws_conn_id: str | None = "aws_default", drop: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.aws_conn_id = aws_conn_id
+        self.drop = drop
+
+    def derived_launch_conf(self, job: str) -> dict[str, str]:
+        if not self.drop:
+            return {}
+        rows = launch_settings.drop_rows(read_drop_manifest(self.drop, self.aws_conn_id))
+        derived = launch_settings.launch_conf(job, rows)
+        self.log.info("launch settings for a drop of %s train.csv rows: %s", "unknown" if rows is None else rows,
+                      derived or "Spark's defaults")
+        return derived
 
     def execute(self, context) -> None:
         from airflow.sdk import BaseHook
 
         extra = BaseHook.get_connection(self._conn_id).extra_dejson
         job = job_of(self.application)
-        self.conf = {**job_spark_conf(extra, job, self._conn_id), **(self.conf or {})}
+        self.conf = {**self.derived_launch_conf(job), **job_spark_conf(extra, job, self._conn_id),
+                     **(self.conf or {})}
         self.log.info("Spark sizing of the %s job (connection %r, extras %r/%r): %s", job, self._conn_id,
                       SPARK_CONF_EXTRA, JOB_CONF_EXTRA,
                       {key: value for key, value in sorted(self.conf.items()) if _SIZING.search(key)} or "defaults")

@@ -21,7 +21,7 @@ def output_scale(max_sales: float) -> float:
 
 @dataclass(frozen=True)
 class TrainStatistics:
-    """Train-split statistics an untrained model starts from (splits.train_statistics computes them in Spark)."""
+    """Train-split statistics an untrained model starts from (splits.train_statistics computes them)."""
     mean_log_sales: float
     continuous_mean: tuple[float, ...]       # per CONTINUOUS_COLS column
     continuous_variance: tuple[float, ...]

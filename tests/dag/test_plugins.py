@@ -215,6 +215,45 @@ def test_the_submitted_command_carries_the_jobs_configured_driver_memory(monkeyp
     assert "spark.driver.memory=6g" in commands[0]
 
 
+def test_a_small_drops_jobs_launch_with_c1_only_and_configuration_still_wins(monkeypatch, tmp_path):
+    """The JIT flag follows the drop's manifest (train.csv rows): C1 only below the measured size, Spark's default
+    above it or without a manifest; a connection's own driver Java options replace the derived ones."""
+    import json
+
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from rossmann.spark_submit import RossmannSparkSubmitOperator
+    from rossmann_jobs.launch_settings import C1_BELOW_TRAIN_ROWS, C1_ONLY
+
+    commands = []
+
+    def capture(self, context):   # build the command the hook would run, run nothing
+        commands.append(" ".join(SparkSubmitHook(conf=self.conf, conn_id=self._conn_id)
+                                 ._build_spark_submit_command(self.application)))
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", capture)
+
+    def command_for(train_rows: int | None, extra: dict | None = None, job: str = "prepare") -> str:
+        drop = tmp_path / f"drop-{len(commands)}"
+        drop.mkdir()
+        manifest = {"format": "rossmann-drop/1", "files": {"train.csv": {"rows": train_rows, "bytes": 1}}}
+        (drop / "_SUCCESS").write_text("" if train_rows is None else json.dumps(manifest))
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT",
+                           json.dumps({"conn_type": "spark", "host": "local[2]", "extra": extra or {}}))
+        RossmannSparkSubmitOperator(task_id=job, application=f"/x/rossmann_jobs/{job}.py", conn_id="spark_default",
+                                    aws_conn_id=None, drop=str(drop)).execute({})
+        return commands[-1]
+
+    small, large = C1_BELOW_TRAIN_ROWS["prepare"] - 1, C1_BELOW_TRAIN_ROWS["prepare"]
+    assert f"spark.driver.extraJavaOptions={C1_ONLY}" in command_for(small)
+    assert f"spark.driver.extraJavaOptions={C1_ONLY}" in command_for(C1_BELOW_TRAIN_ROWS["train"] - 1, job="train")
+    assert "extraJavaOptions" not in command_for(large)
+    assert "extraJavaOptions" not in command_for(None)   # an empty marker: size unknown
+    own = command_for(small, {"spark_conf": {"spark.driver.extraJavaOptions": "-Dmine=1"}})
+    assert "spark.driver.extraJavaOptions=-Dmine=1" in own and C1_ONLY not in own
+
+
 class _ManifestHook:
     """The two S3Hook calls outputs.read_manifest makes, over a dict of keys."""
 

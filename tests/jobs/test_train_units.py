@@ -417,3 +417,57 @@ def test_a_checkpoint_of_other_features_or_architecture_is_not_resumed():
     assert _resume_mismatch(saved, config, SMALL) is None
     assert "attempts/0" in _resume_mismatch({**saved, "features_attempt": "s3://b/f/attempts/0"}, config, SMALL)
     assert "architecture" in _resume_mismatch(saved, config, TrainParams(hidden_units=(8,), embedding_dim=3))
+
+
+# --- start statistics -------------------------------------------------------------------------------------------
+
+def test_column_moments_merge_blocks_exactly_like_one_pass():
+    from rossmann_jobs.training.splits import column_moments
+
+    rng = np.random.default_rng(3)
+    data = rng.normal(1e4, 3.0, (1000, 3)).astype(np.float32)   # a large mean: naive E[x^2] - E[x]^2 would cancel
+    rows, mean, variance = column_moments([data[:7], data[7:7], data[7:500], data[500:]])
+    assert rows == 1000
+    np.testing.assert_allclose(mean, data.astype(np.float64).mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(variance, data.astype(np.float64).var(axis=0), rtol=1e-9)
+
+
+def test_train_statistics_are_the_train_split_moments(tmp_path):
+    """Over every row of every train file (several files, several row groups), never the validation rows."""
+    import pyarrow.parquet as pq
+
+    from rossmann_jobs.training.splits import train_statistics
+
+    write_features(str(tmp_path / "features"), train_rows=3000, validation_rows=500, num_shards=3)
+    features = load_feature_set(str(tmp_path / "features"))
+    rewritten = []
+    for index, uri in enumerate(features.train_files):   # several row groups per file
+        table = pq.read_table(uri)
+        target = str(tmp_path / f"groups-{index}.parquet")
+        pq.write_table(table, target, row_group_size=256)
+        rewritten.append(target)
+    frame = pq.read_table(rewritten).to_pandas()
+    start = train_statistics(rewritten)
+    assert start.mean_log_sales == pytest.approx(float(frame[LABEL_COL].astype("float64").mean()), rel=1e-12)
+    assert start.continuous_mean == pytest.approx([frame[c].astype("float64").mean() for c in CONTINUOUS_COLS],
+                                                  rel=1e-9, abs=1e-12)
+    assert start.continuous_variance == pytest.approx(
+        [frame[c].astype("float64").var(ddof=0) for c in CONTINUOUS_COLS], rel=1e-9)
+    assert pq.ParquetFile(rewritten[0]).metadata.num_row_groups > 1
+    validation = pq.read_table(features.validation_files).to_pandas()
+    assert start.mean_log_sales != pytest.approx(float(validation[LABEL_COL].mean()), rel=1e-9)
+
+
+def test_launch_settings_follow_the_drop_manifest():
+    from rossmann_jobs.job_protocol import JOBS
+    from rossmann_jobs.launch_settings import C1_BELOW_TRAIN_ROWS, C1_ONLY, JAVA_OPTIONS, drop_rows, launch_conf
+
+    assert set(C1_BELOW_TRAIN_ROWS) == set(JOBS)
+    assert drop_rows({"format": "rossmann-drop/1", "files": {"train.csv": {"rows": 27339}}}) == 27339
+    assert drop_rows(None) is None and drop_rows({}) is None and drop_rows({"files": {"train.csv": {}}}) is None
+    for job in JOBS:
+        assert launch_conf(job, C1_BELOW_TRAIN_ROWS[job] - 1) == {JAVA_OPTIONS: C1_ONLY}
+        assert launch_conf(job, C1_BELOW_TRAIN_ROWS[job]) == {}
+        assert launch_conf(job, None) == {}
+    with pytest.raises(ValueError, match="not one of the jobs"):
+        launch_conf("pepare", 10)
