@@ -146,9 +146,12 @@ def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
     import horovod.spark
 
     start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
+    # use_gloo: the ranks talk over Gloo either way (Horovod is built without MPI here), but left to choose, Horovod
+    # asks whether it was built with MPI, then with Gloo, each time in a fresh process that imports TensorFlow:
+    # seconds of start-up per check (bench/RESULTS.md, "Fixed cost per run").
     return horovod.spark.run(train_fn, args=(config,), num_proc=num_proc, start_timeout=start_timeout,
                              env=worker_env(), stdout=sys.stdout, stderr=sys.stderr, verbose=1,
-                             prefix_output_with_timestamp=True)
+                             prefix_output_with_timestamp=True, use_gloo=True)
 
 
 def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> str:
