@@ -143,8 +143,8 @@ setup_airflow_env() {
   # library only); the package declares no dependencies, and --no-deps keeps it that way.
   step "airflow env: installing this package (editable, no dependencies)" \
     "$AIRFLOW_ENV/bin/pip" install -q --no-deps -e "$ROOT"
-  step "airflow env: checking the imports" "$AIRFLOW_ENV/bin/python" -c \
-    'import airflow.sdk, airflow.providers.apache.spark, airflow.providers.amazon; import rossmann_jobs.commit_protocol, rossmann_jobs.job_protocol'
+  step "airflow env: checking the imports" "$AIRFLOW_ENV/bin/python" -c 'import airflow.sdk, airflow.providers.apache.spark, airflow.providers.amazon
+import rossmann_jobs.commit_protocol, rossmann_jobs.job_protocol'
   echo "$stamp" > "$AIRFLOW_ENV/.stamp"
   say "airflow env ready"
 }
@@ -158,7 +158,11 @@ trap 'rm -f "$AIRFLOW_SETUP_LOG"' EXIT
 setup_airflow_env >"$AIRFLOW_SETUP_LOG" 2>&1 &
 airflow_setup=$!
 setup_jobs_env &   # in the background only so that `set -e` holds inside it (a function called before `||` ignores it)
-wait "$!" || { wait "$airflow_setup" || true; cat "$AIRFLOW_SETUP_LOG"; exit 1; }
+if ! wait "$!"; then
+  wait_for "$airflow_setup" "finishing the airflow env before stopping" || true
+  cat "$AIRFLOW_SETUP_LOG"
+  exit 1
+fi
 airflow_status=0
 wait_for "$airflow_setup" "setting up the airflow env (its output follows when it is done)" || airflow_status=$?
 cat "$AIRFLOW_SETUP_LOG"
