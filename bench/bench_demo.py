@@ -1,9 +1,11 @@
-"""End-to-end wall time of the one-command demo (scripts/demo.sh): total and per DAG task; JSON + a table.
+"""End-to-end wall time of the one-command demo (scripts/demo.sh): total, per DAG task and the longest silence.
 
     .venvs/airflow/bin/python bench/bench_demo.py [--stores N] [--epochs E] [--full]
 
 Runs the demo in a fresh state dir (its own moto server and SQLite Airflow home), so nothing is cached between
-runs except the two installed environments. Writes bench/out/demo.json.
+runs except the two installed environments. Writes bench/out/demo.json. The longest silence is the longest wait
+between two lines of the demo's output: what a newcomer sees as a possible hang (scripts/progress.sh keeps it
+under 30 s).
 """
 from __future__ import annotations
 
@@ -30,6 +32,19 @@ def machine() -> dict:
             "load_avg_1m_at_start": os.getloadavg()[0]}
 
 
+def run_watched(command: list[str], env: dict[str, str]) -> tuple[int, str, float]:
+    """Exit status, output (stdout and stderr merged, as a terminal shows them) and the longest wait for a line."""
+    process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    lines, last, longest = [], time.monotonic(), 0.0
+    for line in process.stdout:
+        now = time.monotonic()
+        longest, last = max(longest, now - last), now
+        lines.append(line)
+    process.wait()
+    return process.returncode, "".join(lines), max(longest, time.monotonic() - last)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stores", type=int, default=None, help="default: the demo's default")
@@ -44,11 +59,10 @@ def main() -> None:
     env = {**os.environ, "ROSSMANN_STATE_DIR": str(state_dir)}
     info = machine()
     started = time.perf_counter()
-    result = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh"), *demo_args], env=env, cwd=REPO,
-                            capture_output=True, text=True)
+    returncode, output, longest_silence_s = run_watched(["bash", str(REPO / "scripts" / "demo.sh"), *demo_args], env)
     wall_s = time.perf_counter() - started
-    if result.returncode != 0:
-        sys.exit(f"demo failed (exit {result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    if returncode != 0:
+        sys.exit(f"demo failed (exit {returncode}):\n{output[-8000:]}")
 
     summary = json.loads((state_dir / "log" / f"demo-{DATE}.summary.json").read_text())
     shutil.rmtree(state_dir, ignore_errors=True)
@@ -59,6 +73,7 @@ def main() -> None:
         "machine": {**info, "load_avg_1m_at_end": os.getloadavg()[0]},
         "demo_args": demo_args,
         "wall_s": round(wall_s, 1),
+        "longest_silence_s": round(longest_silence_s, 1),
         "tasks_s": {task: round(values["duration_s"] or 0, 1) for task, values in summary["tasks"].items()},
         "val_exp_rmspe": metrics["best_val_exp_rmspe"],
         "epochs_run": metrics["epochs_run"],
@@ -73,6 +88,7 @@ def main() -> None:
     for task, seconds in record["tasks_s"].items():
         print(f"| task {task} | {seconds:.1f} |")
     print(f"| **demo total (scripts/demo.sh {' '.join(demo_args)})** | **{record['wall_s']:.1f}** |")
+    print(f"| longest silence of the demo's output | {record['longest_silence_s']:.1f} |")
     print(f"\nval exp_rmspe {record['val_exp_rmspe']:.4f}, {record['epochs_run']} epochs, "
           f"{record['samples_per_s']} samples/s; load average {info['load_avg_1m_at_start']:.1f} -> "
           f"{record['machine']['load_avg_1m_at_end']:.1f} on {info['cpus']} CPUs; JSON: {out / 'demo.json'}")

@@ -27,7 +27,17 @@ case "${1:-}" in
   ""|--port)
     "${STACK[@]}" s3-start
     "${STACK[@]}" ui-start ${2:+--port "$2"}
-    echo "The DAG starts paused: unpause it in the UI (or trigger it, which asks to unpause)."
+    # A first unpause creates the scheduled run for yesterday, whose drop the generator cannot make (its data end
+    # on 2015-07-31): say what that run will wait for, and how to get a run that finishes instead.
+    yesterday=$("$REPO/.venvs/airflow/bin/python" -c \
+      'import datetime as d; print(d.datetime.now(d.timezone.utc).date() - d.timedelta(days=1))')
+    echo "The DAG starts paused. Unpausing it creates the scheduled run for $yesterday, which waits up to 6 h"
+    echo "(param raw_drop_timeout_s) for s3://${ROSSMANN_BUCKET:-rossmann}/raw/$yesterday/_SUCCESS and then fails; generated drops"
+    echo "exist only for 2013-01-01 to 2015-07-31. For a run that finishes, land a drop and trigger that date"
+    echo "(Trigger in the UI, logical date 2015-07-31, or the last command):"
+    echo "  eval \"\$(.venvs/airflow/bin/python scripts/stack/stack.py env --with-aws)\""
+    echo "  .venvs/jobs/bin/python -m rossmann_jobs.synth land --out s3://${ROSSMANN_BUCKET:-rossmann}/raw --from-date 2015-07-31 --to-date 2015-07-31 --stores 30"
+    echo "  .venvs/airflow/bin/airflow dags trigger rossmann_forecast --logical-date 2015-07-31 --conf '{\"epochs\": 10, \"batch_size\": 128}'"
     echo "Stop everything with: scripts/airflow_ui.sh --stop"
     ;;
   -h|--help) sed -n '2,13p' "$0" ;;

@@ -18,6 +18,8 @@ AIRFLOW_PY="$REPO/.venvs/airflow/bin/python"
 JOBS_PY="$REPO/.venvs/jobs/bin/python"
 STACK=("$AIRFLOW_PY" "$REPO/scripts/stack/stack.py")
 export ROSSMANN_STATE_DIR="${ROSSMANN_STATE_DIR:-$REPO/var}"
+# shellcheck source=scripts/progress.sh
+. "$REPO/scripts/progress.sh"
 
 # Small-run training settings: 30 stores give the DAG's default batch of 512 only ~20 steps an epoch, so smaller
 # batches; the demo's run is its stack's first, so there is no champion to warm-start from anyway.
@@ -35,9 +37,11 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
+demo_start=$SECONDS
 if [[ ! -x "$REPO/.venvs/airflow/bin/airflow" || ! -x "$REPO/.venvs/jobs/bin/spark-submit" ]]; then
-  echo "== installing the two environments (scripts/setup_env.sh)"
+  echo "== installing the two environments (scripts/setup_env.sh: about 9 min on 2 cores the first time)"
   bash "$REPO/scripts/setup_env.sh"
+  echo "== environments ready in $((SECONDS - demo_start)) s"
 fi
 
 started_s3=0
@@ -47,30 +51,31 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start=$(date +%s)
-echo "== S3 server (moto) on loopback"
-"${STACK[@]}" s3-start
-eval "$("${STACK[@]}" env)"
-echo "== Airflow metadata DB (SQLite) in $AIRFLOW_HOME"
-"${STACK[@]}" airflow-init
-
-echo "== landing generated raw data for $DATE ($STORES stores) at s3://$ROSSMANN_BUCKET/raw/$DATE/"
-(
+land_drop() {
   eval "$("${STACK[@]}" env --with-aws)"
   "$JOBS_PY" -m rossmann_jobs.synth land --out "s3://$ROSSMANN_BUCKET/raw" --from-date "$DATE" --to-date "$DATE" \
     --stores "$STORES" --seed "$SEED"
-)
+}
+
+start=$(date +%s)
+step "S3 server (moto) on loopback" "${STACK[@]}" s3-start
+eval "$("${STACK[@]}" env)"
+step "Airflow metadata DB (SQLite) in $AIRFLOW_HOME" "${STACK[@]}" airflow-init
+step "landing generated raw data for $DATE ($STORES stores) at s3://$ROSSMANN_BUCKET/raw/$DATE/" land_drop
 
 conf="{\"sample_rate\": $SAMPLE_RATE${EPOCHS:+, \"epochs\": $EPOCHS}${BATCH_SIZE:+, \"batch_size\": $BATCH_SIZE}"
 conf+="${LEARNING_RATE:+, \"learning_rate\": $LEARNING_RATE}}"
 mkdir -p "$ROSSMANN_STATE_DIR/log"
 log="$ROSSMANN_STATE_DIR/log/demo-$DATE.log"
-echo "== airflow dags test rossmann_forecast $DATE, conf $conf (full log: $log)"
+echo "== airflow dags test rossmann_forecast $DATE, conf $conf (full log: $log; ~8 min on 2 cores)"
+dag_start=$SECONDS
 set +e
 airflow dags test rossmann_forecast "$DATE" -c "$conf" 2>&1 | tee "$log" \
   | grep --line-buffered -E '\[DAG TEST\] (starting|end) task|quality gate:|epoch [0-9]+/[0-9]+:|validation exp-RMSPE' \
-  | sed -u -E 's/^([0-9T:.-]+)Z? *\[[a-z ]+\] */\1  /; s/ +\[[a-zA-Z0-9_.]+\] +loc=.*$//'
+  | sed -u -E 's/^([0-9T:.-]+)Z? *\[[a-z ]+\] */\1  /; s/ +\[[a-zA-Z0-9_.]+\] +loc=.*$//' \
+  | with_heartbeat "running the DAG"
 set -e
+echo "== DAG run done in $((SECONDS - dag_start)) s"
 
 echo
 "$AIRFLOW_PY" "$REPO/scripts/stack/run_summary.py" --logical-date "$DATE"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up of both environments: .venvs/jobs (Spark/TF/Horovod) and .venvs/airflow (Airflow).
 # Slow artefacts (the horovod wheel, the S3A jars) are cached outside the clone, so later clones reuse them.
+#   scripts/setup_env.sh [--check]   (--check: only the prerequisite checks: Python 3.11, Java 8/11/17, C++, disk)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,41 +13,74 @@ HOROVOD_EXTRAS=tensorflow-cpu   # not [spark]: see requirements-jobs.txt
 TF_VERSION=2.15.1
 SAGEMAKER_PYSPARK=1.4.5   # its sdist ships hadoop-aws-3.3.1.jar + aws-java-sdk-bundle-1.11.901.jar (no Maven here)
 S3A_JARS=(hadoop-aws-3.3.1.jar aws-java-sdk-bundle-1.11.901.jar)
+
+MIN_FREE_GIB="${ROSSMANN_MIN_FREE_GIB:-8}"   # the two envs take ~3.5 GiB, pip's downloads and the build more
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off TF_CPP_MIN_LOG_LEVEL=2
+# shellcheck source=scripts/progress.sh
+. "$ROOT/scripts/progress.sh"
 
 say() { printf '\n== setup: %s\n' "$*"; }
 die() { printf 'setup error: %s\n' "$*" >&2; exit 1; }
 
-check_prerequisites() {
+PYTHON_HOWTO="Debian 12: apt-get install python3.11 python3.11-venv; Ubuntu: add-apt-repository ppa:deadsnakes/ppa, \
+then apt-get install python3.11 python3.11-venv; elsewhere: pyenv install 3.11 or uv python install 3.11. Then run \
+again with PYTHON=/path/to/python3.11 if it is not on PATH as python3.11"
+
+# The Java Spark will run: $JAVA_HOME/bin/java when JAVA_HOME is set (as spark-submit does), else java on PATH.
+java_major() {  # prints the major version (8 for "1.8.0_392", 17 for "17.0.15"); nothing if there is no java
+  local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" version
+  version=$("$java" -version 2>&1 | sed -n 's/.* version "\([^"]*\)".*/\1/p' | head -n 1) || return 0
+  case "$version" in 1.*) version=${version#1.} ;; esac
+  echo "${version%%[._-]*}"
+}
+
+free_gib() { df -Pk "$1" | awk 'NR == 2 { print int($4 / 1048576) }'; }
+
+check_prerequisites() {  # everything the set-up needs, checked in its first seconds
+  command -v "$PYTHON" >/dev/null 2>&1 || die "Python 3.11 is required and $PYTHON was not found. $PYTHON_HOWTO"
   "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null \
-    || die "Python 3.11 is required (found: $("$PYTHON" --version 2>&1)); set PYTHON=/path/to/python3.11"
-  command -v java >/dev/null || die "Java 17 is required for Spark (install openjdk-17-jre-headless)"
+    || die "Python 3.11 exactly is required (TensorFlow 2.15 and horovod 0.28.1 build for it; found: \
+$("$PYTHON" --version 2>&1) at $(command -v "$PYTHON")). $PYTHON_HOWTO"
+  "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null \
+    || die "$PYTHON cannot create virtual environments: install python3.11-venv (apt-get install python3.11-venv)"
+  local java; java=$(java_major)
+  case "$java" in
+    8|11|17) ;;
+    "") die "Java is required for Spark 3.5 (8, 11 or 17): apt-get install openjdk-17-jre-headless, or set JAVA_HOME" ;;
+    *) die "Spark 3.5 runs on Java 8, 11 or 17, but ${JAVA_HOME:+\$JAVA_HOME/bin/}java is Java $java: install \
+openjdk-17-jre-headless and put it first on PATH (update-alternatives --config java), or set JAVA_HOME to it" ;;
+  esac
   command -v c++ >/dev/null || command -v g++ >/dev/null || die "a C++ compiler is required to build horovod (install g++)"
+  if [ "$(cat "$ROOT/.venvs/jobs/.stamp" 2>/dev/null)" != "$(jobs_stamp)" ] \
+      || [ "$(cat "$ROOT/.venvs/airflow/.stamp" 2>/dev/null)" != "$(airflow_stamp)" ]; then
+    mkdir -p "$ROOT/.venvs"
+    local free; free=$(free_gib "$ROOT/.venvs")
+    [ "$free" -ge "$MIN_FREE_GIB" ] || die "only $free GiB free under $ROOT/.venvs; installing the environments \
+needs about $MIN_FREE_GIB GiB (ROSSMANN_MIN_FREE_GIB overrides the check)"
+  fi
 }
 
 # A stamp of the inputs that define an env: re-install only when they change.
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+jobs_stamp() { stamp_of "$ROOT/requirements-jobs.txt" "$ROOT/constraints/jobs.txt" "$0"; }
+airflow_stamp() { stamp_of "$ROOT/requirements.txt" "$ROOT/constraints/airflow.txt" "$0"; }
 
 ensure_venv() {  # ensure_venv DIR
   [ -x "$1/bin/python" ] || "$PYTHON" -m venv "$1"
   "$1/bin/pip" install -q --upgrade "pip>=24" wheel "setuptools>=78.1.1"
 }
 
-build_horovod_wheel() {  # prints the cached wheel path; builds it (~9 min on 2 cores) if absent
+horovod_wheel() { ls "$CACHE/wheels/tf-$TF_VERSION"/horovod-$HOROVOD_VERSION-*.whl 2>/dev/null | head -n 1 || true; }
+
+build_horovod_wheel() {  # into the cache, outside the clone (~4-9 min on 2 cores)
   local dir="$CACHE/wheels/tf-$TF_VERSION"
-  local wheel
-  wheel=$(ls "$dir"/horovod-$HOROVOD_VERSION-*.whl 2>/dev/null | head -n 1 || true)
-  if [ -z "$wheel" ]; then
-    say "building horovod $HOROVOD_VERSION against tensorflow-cpu $TF_VERSION (about 9 minutes, cached in $dir)" >&2
-    mkdir -p "$dir"
-    # cmake 4 dropped compatibility with gloo's cmake_minimum_required; pin 3.x for the build only.
-    "$JOBS/bin/pip" install -q "cmake>=3.20,<4" packaging >&2
-    env HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
-        HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" PATH="$JOBS/bin:$PATH" \
-        "$JOBS/bin/pip" wheel -q --no-build-isolation --no-deps --no-cache-dir "horovod==$HOROVOD_VERSION" -w "$dir" >&2
-    wheel=$(ls "$dir"/horovod-$HOROVOD_VERSION-*.whl | head -n 1)
-  fi
-  echo "$wheel"
+  mkdir -p "$dir"
+  # cmake 4 dropped compatibility with gloo's cmake_minimum_required; pin 3.x for the build only.
+  "$JOBS/bin/pip" install -q "cmake>=3.20,<4" packaging
+  env HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
+      HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" PATH="$JOBS/bin:$PATH" \
+      "$JOBS/bin/pip" wheel -q --no-build-isolation --no-deps --no-cache-dir "horovod==$HOROVOD_VERSION" -w "$dir"
+  [ -n "$(horovod_wheel)" ] || die "pip built no horovod wheel into $dir"
 }
 
 install_s3a_jars() {  # copies the S3A jars into pyspark's own jars/ folder, like adding them to $SPARK_HOME/jars
@@ -66,50 +100,70 @@ install_s3a_jars() {  # copies the S3A jars into pyspark's own jars/ folder, lik
   for jar in "${S3A_JARS[@]}"; do [ -f "$pyspark_jars/$jar" ] || cp "$jar_cache/$jar" "$pyspark_jars/"; done
 }
 
-setup_jobs_env() {
-  JOBS="$ROOT/.venvs/jobs"
-  local stamp; stamp=$(stamp_of "$ROOT/requirements-jobs.txt" "$ROOT/constraints/jobs.txt" "$0")
-  if [ "$(cat "$JOBS/.stamp" 2>/dev/null)" = "$stamp" ]; then say "jobs env up to date"; return; fi
-  say "jobs env: $JOBS"
-  ensure_venv "$JOBS"
-  "$JOBS/bin/pip" install -q -r "$ROOT/requirements-jobs.txt" -c "$ROOT/constraints/jobs.txt"
-  local wheel; wheel=$(build_horovod_wheel)
-  "$JOBS/bin/pip" install -q "${wheel}[$HOROVOD_EXTRAS]" -c "$ROOT/constraints/jobs.txt"
-  "$JOBS/bin/pip" install -q --no-deps -e "$ROOT"
-  install_s3a_jars
+check_jobs_env() {  # the versions the jobs need, and horovod built with TensorFlow and Gloo
   "$JOBS/bin/python" -c 'import numpy, tensorflow, pyspark; assert numpy.__version__.startswith("1."), numpy.__version__; assert pyspark.__version__.startswith("3.5"), pyspark.__version__'
   local build; build=$("$JOBS/bin/horovodrun" --check-build)
   echo "$build" | grep -q '\[X\] TensorFlow' || die "horovod was built without TensorFlow: $build"
   echo "$build" | grep -q '\[X\] Gloo' || die "horovod was built without Gloo: $build"
+}
+
+# Each step below prints its name, a line every 30 s while it runs and its duration (scripts/progress.sh); called
+# without `||`, so that `set -e` stops at the first failed step.
+setup_jobs_env() {
+  JOBS="$ROOT/.venvs/jobs"
+  local stamp; stamp=$(jobs_stamp)
+  if [ "$(cat "$JOBS/.stamp" 2>/dev/null)" = "$stamp" ]; then say "jobs env up to date"; return; fi
+  say "jobs env: $JOBS"
+  step "jobs env: virtualenv, pip, wheel, setuptools" ensure_venv "$JOBS"
+  step "jobs env: installing requirements-jobs.txt (pyspark, tensorflow-cpu, pandas, ...; a few minutes)" \
+    "$JOBS/bin/pip" install -q -r "$ROOT/requirements-jobs.txt" -c "$ROOT/constraints/jobs.txt"
+  if [ -z "$(horovod_wheel)" ]; then
+    step "jobs env: building horovod $HOROVOD_VERSION against tensorflow-cpu $TF_VERSION (4-9 min on 2 cores, \
+cached in $CACHE/wheels)" build_horovod_wheel
+  fi
+  step "jobs env: installing horovod from $(horovod_wheel)" \
+    "$JOBS/bin/pip" install -q "$(horovod_wheel)[$HOROVOD_EXTRAS]" -c "$ROOT/constraints/jobs.txt"
+  step "jobs env: installing this package (editable)" "$JOBS/bin/pip" install -q --no-deps -e "$ROOT"
+  step "jobs env: S3A jars into pyspark (from sagemaker-pyspark $SAGEMAKER_PYSPARK, cached in $CACHE/jars)" \
+    install_s3a_jars
+  step "jobs env: checking numpy, pyspark and horovod's build" check_jobs_env
   echo "$stamp" > "$JOBS/.stamp"
   say "jobs env ready (horovod with TensorFlow + Gloo)"
 }
 
 setup_airflow_env() {
   local AIRFLOW_ENV="$ROOT/.venvs/airflow"
-  local stamp; stamp=$(stamp_of "$ROOT/requirements.txt" "$ROOT/constraints/airflow.txt" "$0")
+  local stamp; stamp=$(airflow_stamp)
   if [ "$(cat "$AIRFLOW_ENV/.stamp" 2>/dev/null)" = "$stamp" ]; then say "airflow env up to date"; return; fi
   say "airflow env: $AIRFLOW_ENV"
-  ensure_venv "$AIRFLOW_ENV"
-  "$AIRFLOW_ENV/bin/pip" install -q -r "$ROOT/requirements.txt" -c "$ROOT/constraints/airflow.txt"
+  step "airflow env: virtualenv, pip, wheel, setuptools" ensure_venv "$AIRFLOW_ENV"
+  step "airflow env: installing requirements.txt (Airflow and its providers; a few minutes)" \
+    "$AIRFLOW_ENV/bin/pip" install -q -r "$ROOT/requirements.txt" -c "$ROOT/constraints/airflow.txt"
   # The plugins import the protocols the jobs write (rossmann_jobs/commit_protocol.py, job_protocol.py: standard
   # library only); the package declares no dependencies, and --no-deps keeps it that way.
-  "$AIRFLOW_ENV/bin/pip" install -q --no-deps -e "$ROOT"
-  "$AIRFLOW_ENV/bin/python" -c 'import airflow.sdk, airflow.providers.apache.spark, airflow.providers.amazon'
-  "$AIRFLOW_ENV/bin/python" -c 'import rossmann_jobs.commit_protocol, rossmann_jobs.job_protocol'
+  step "airflow env: installing this package (editable, no dependencies)" \
+    "$AIRFLOW_ENV/bin/pip" install -q --no-deps -e "$ROOT"
+  step "airflow env: checking the imports" "$AIRFLOW_ENV/bin/python" -c 'import airflow.sdk, airflow.providers.apache.spark, airflow.providers.amazon
+import rossmann_jobs.commit_protocol, rossmann_jobs.job_protocol'
   echo "$stamp" > "$AIRFLOW_ENV/.stamp"
   say "airflow env ready"
 }
 
 check_prerequisites
+if [ "${1:-}" = "--check" ]; then echo "setup: prerequisites OK"; exit 0; fi   # the checks alone, in seconds
 # The airflow env (downloads and unpacking) installs while the jobs env compiles horovod on every core; its
 # output is shown after the jobs env's, so the two do not interleave.
 AIRFLOW_SETUP_LOG=$(mktemp)
 trap 'rm -f "$AIRFLOW_SETUP_LOG"' EXIT
 setup_airflow_env >"$AIRFLOW_SETUP_LOG" 2>&1 &
 airflow_setup=$!
-setup_jobs_env || { wait "$airflow_setup" || true; cat "$AIRFLOW_SETUP_LOG"; exit 1; }
+setup_jobs_env &   # in the background only so that `set -e` holds inside it (a function called before `||` ignores it)
+if ! wait "$!"; then
+  wait_for "$airflow_setup" "finishing the airflow env before stopping" || true
+  cat "$AIRFLOW_SETUP_LOG"
+  exit 1
+fi
 airflow_status=0
-wait "$airflow_setup" || airflow_status=$?
+wait_for "$airflow_setup" "setting up the airflow env (its output follows when it is done)" || airflow_status=$?
 cat "$AIRFLOW_SETUP_LOG"
 [ "$airflow_status" -eq 0 ] || die "the airflow env failed to install (its output is above)"

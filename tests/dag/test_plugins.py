@@ -156,6 +156,28 @@ def test_the_deferrable_sensor_hands_the_wait_to_the_triggerer_with_the_runs_tim
     assert trigger.poke_interval == poke_interval_for(600) == 30
 
 
+def test_the_sensor_says_at_once_which_marker_it_waits_for_and_until_when(monkeypatch, capsys):
+    """A first unpause creates a run for yesterday that waits for a drop: its log must name the key, the deadline
+    and what to do, before the wait (deferred or poked) starts."""
+    from datetime import datetime, timedelta, timezone
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    sensor = _drop_sensor(deferrable=True)
+    monkeypatch.setattr(type(sensor), "poke", lambda self, context: False)
+    before = datetime.now(timezone.utc)
+    with pytest.raises(TaskDeferred):
+        sensor.execute({"params": {"raw_drop_timeout_s": 7200}})
+    after = datetime.now(timezone.utc)
+    # Airflow's task logger writes to stdout here (structlog), not through the logging module.
+    said = [line for line in capsys.readouterr().out.splitlines() if "Waiting for" in line]
+    assert len(said) == 1, said
+    assert "Waiting for s3://rossmann/raw/2015-07-31/_SUCCESS, checking every 300 s, until " in said[0]
+    deadlines = {(moment + timedelta(seconds=7200)).strftime("%Y-%m-%d %H:%M UTC") for moment in (before, after)}
+    assert any(f"until {deadline} (raw_drop_timeout_s 7200 s)" in said[0] for deadline in deadlines), said[0]
+    assert "rossmann_jobs.synth land" in said[0] and "mark this run failed" in said[0]
+
+
 def test_a_deferred_wait_that_times_out_fails_with_the_actionable_message():
     """The triggerer's timeout resumes the task through resume_execution (not execute): same message as a poke."""
     from airflow.sdk.exceptions import AirflowSensorTimeout

@@ -98,7 +98,7 @@ def test_spark_reads_and_writes_s3a_on_the_s3_server(spark, s3_bucket):
 
 
 def test_every_s3a_path_the_jobs_use_works_with_the_installed_jars(spark, s3_bucket):
-    """hadoop-aws 3.3.1 + aws-java-sdk-bundle 1.11.901 beside pyspark's Hadoop 3.3.4 client (README "Security":
+    """hadoop-aws 3.3.1 + aws-java-sdk-bundle 1.11.901 beside pyspark's Hadoop 3.3.4 client (docs/security.md:
     why 3.3.1 stays): Spark's write into an attempt prefix (FileOutputCommitter renames = S3 copy + delete), the
     project's rename-free commit, a read of the committed attempt, and S3A's multipart upload."""
     import boto3
