@@ -10,6 +10,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from rossmann_jobs.launch_settings import launch_conf
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,9 +21,11 @@ class JobProcess:
         jobs_bin = str(Path(sys.executable).parent)
         full_env = {**os.environ, **(env or {}), "PATH": jobs_bin + os.pathsep + os.environ.get("PATH", ""),
                     "PYTHONPATH": str(REPO_ROOT)}
+        # The tests' drops are small: their jobs launch as the DAG launches a small drop's (C1-only JIT).
+        conf = {**launch_conf(job, train_rows=0), **(spark_conf or {})}
         command = [os.path.join(jobs_bin, "spark-submit"), "--master", "local[2]",
                    "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
-                   *[arg for key, value in (spark_conf or {}).items() for arg in ("--conf", f"{key}={value}")],
+                   *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
                    str(REPO_ROOT / "rossmann_jobs" / f"{job}.py"), *args]
         # Its own session (process group), so a kill reaches the JVM and its Python workers, as a node loss would.
         self.process = subprocess.Popen(command, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
