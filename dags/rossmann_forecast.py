@@ -88,9 +88,9 @@ PARAMS = {
     "batch_size": Param(512, type="integer", minimum=1, maximum=1_000_000, title="Batch size per process"),
     "learning_rate": Param(1e-3, type="number", exclusiveMinimum=0, maximum=1, title="Base learning rate",
                            description="Per process; warmed up to rate x Horovod processes inside the train job."),
-    "lr_schedule": Param("plateau", type="string", enum=["plateau", "cosine"], title="Learning-rate schedule",
-                         description="After warm-up: hold the rate and cut it on validation plateaus (the Horovod "
-                                     "reference's), or decay it along a cosine to 0 at the last epoch."),
+    "lr_schedule": Param("cosine", type="string", enum=["cosine", "plateau"], title="Learning-rate schedule",
+                         description="After warm-up: decay the rate along a cosine to 0 at the last epoch, or hold "
+                                     "it and cut it on validation plateaus (the Horovod reference's)."),
     "hidden_units": Param("256,128", type="string", pattern=r"^[1-9][0-9]{0,4}(,[1-9][0-9]{0,4}){0,7}$",
                           title="Hidden layer widths",
                           description="Comma-separated units of the MLP's dense layers. The Horovod reference's "

@@ -9,7 +9,7 @@ its test.csv. The committed attempt under --out holds submission.csv, prediction
 test rows with the naive seasonal baseline beside the model's forecast) and report/index.html (one page, plots
 embedded). The layout: rossmann_jobs/output_layout.py.
 Inference is vectorized: each Python worker loads the model once and applies it to whole Arrow batches; nothing but
-small aggregates and the submission's columns reach the driver.
+small aggregates, the Id columns (checked there) and the submission's columns reach the driver.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import logging
 import sys
 from datetime import date
 
+import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -126,14 +127,15 @@ def read_split(spark: SparkSession, uri: str, keys: dict[str, tuple[type, ...]],
     return df, check_values(df, uri, sizes, non_null_keys + FEATURE_COLS)
 
 
-def read_raw_test_ids(spark: SparkSession, raw_uri: str) -> tuple[DataFrame, str]:
-    """(RawId text + Id int of every data row of the drop's test.csv, its URI); read with the explicit raw schema."""
+def read_raw_test_ids(spark: SparkSession, raw_uri: str) -> tuple[pd.DataFrame, str]:
+    """(RawId text + Id int, missing where it is not one, of every data row of the drop's test.csv, its URI); read
+    with the explicit raw schema, collected: one row per horizon day and store."""
     uri = storage.join(raw_uri, RAW_TEST.name)
     if not storage.exists(uri):
         raise ForecastInputError(f"{uri}: missing; --raw must be the drop the features were prepared from.")
     # Read as prepare reads it (text schema by position, header skipped): the Ids prepare saw, BOM or not.
     rows = read_text_csv(spark, uri, RAW_TEST)
-    return rows.select(F.col("Id").alias("RawId"), F.expr("try_cast(trim(Id) AS INT)").alias("Id")), uri
+    return rows.select(F.col("Id").alias("RawId"), F.expr("try_cast(trim(Id) AS INT)").alias("Id")).toPandas(), uri
 
 
 def read_history(spark: SparkSession, features_attempt: str) -> DataFrame:
@@ -150,14 +152,15 @@ def read_history(spark: SparkSession, features_attempt: str) -> DataFrame:
 
 
 def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int], mappings: dict, as_of: date,
-                raw_ids: DataFrame, raw_test_uri: str) -> tuple[DataFrame, DataFrame, dict[str, int]]:
+                raw_ids: pd.DataFrame, raw_test_uri: str) -> tuple[DataFrame, DataFrame, dict[str, int]]:
     """(test with OpenStatus and the baseline, validation, row counts), both re-indexed to the model's
     vocabularies; the test split must hold every Id of the raw test.csv."""
     test_uri = storage.join(features_attempt, TEST_DIR)
     test_keys = {"Id": INTEGER_TYPES, "StoreId": INTEGER_TYPES, "Date": DATE_TYPES, "Open": INTEGER_TYPES}
     test, _ = read_split(spark, test_uri, test_keys, ["Id", "StoreId", "Date"], sizes)
-    check_unique_test_ids(test, test_uri)
-    check_raw_test_ids(raw_ids, test.select("Id"), raw_test_uri, test_uri, storage.join(features_attempt, REJECTED_DIR))
+    test_ids = test.select("Id").toPandas()["Id"]
+    check_unique_test_ids(test_ids, test_uri)
+    check_raw_test_ids(raw_ids, test_ids, raw_test_uri, test_uri, storage.join(features_attempt, REJECTED_DIR))
     validation, validation_rows = read_split(
         spark, storage.join(features_attempt, VALIDATION_DIR),
         {"StoreId": INTEGER_TYPES, "Date": DATE_TYPES, LABEL_COL: FLOAT_TYPES}, ["StoreId", "Date", LABEL_COL], sizes)
@@ -180,14 +183,15 @@ def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int
     return test, remap_indices(validation, mappings), counts
 
 
-def check_predictions(predictions: DataFrame, raw_ids: DataFrame, counts: dict[str, int]) -> None:
+def check_predictions(predictions: DataFrame, raw_ids: pd.DataFrame, submission: pd.DataFrame,
+                      counts: dict[str, int]) -> None:
     """Every test row forecast or closed exactly once, Ids as in the raw test.csv, forecasts finite and positive."""
     written = {(row[SPLIT_COL], row[OPEN_STATUS_COL]): row["count"]
                for row in predictions.groupBy(SPLIT_COL, OPEN_STATUS_COL).count().collect()}
     forecast = sum(n for (split, status), n in written.items() if split == TEST and status != CLOSED)
     check_accounting(counts["test"], forecast, written.get((TEST, CLOSED), 0))
     check_accounting(counts["validation"], written.get((VALIDATION, None), 0), 0)
-    check_submission_ids(raw_ids.select("Id"), predictions.filter(F.col(SPLIT_COL) == TEST).select("Id"))
+    check_submission_ids(raw_ids["Id"], submission["Id"])
     check_forecast_values(predictions.filter((F.col(SPLIT_COL) == VALIDATION) | is_forecast()), FORECAST_COL)
 
 
@@ -280,11 +284,11 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
         finally:
             model.destroy()
     predictions = spark.read.parquet(storage.spark_uri(predictions_uri))
-    with timed("check predictions", timings):
-        check_predictions(predictions, raw_ids, counts)
     split = {name: predictions.filter(F.col(SPLIT_COL) == name) for name in (TEST, VALIDATION)}
-    with timed("write submission", timings):
+    with timed("check predictions", timings):
         submission = split[TEST].select("Id", F.col(FORECAST_COL).alias("Sales"), BASELINE_COL).toPandas()
+        check_predictions(predictions, raw_ids, submission, counts)
+    with timed("write submission", timings):
         storage.write_bytes(storage.join(attempt, SUBMISSION_FILE), csv_bytes(submission))
     with timed("metrics and report", timings):
         validation_rmspe = metrics.overall_rmspe(split[VALIDATION])

@@ -59,16 +59,34 @@ def test_rmspe_matches_numpy_and_ignores_zero_actuals(spark):
     assert metrics.overall_rmspe(df) == pytest.approx(math.sqrt(np.mean(((y - y_hat) / y) ** 2)))
 
 
-def test_submission_ids_must_match_test_ids_exactly(spark):
-    test_ids = spark.createDataFrame([(i,) for i in range(1, 6)], "Id int")
-    check_submission_ids(test_ids, spark.createDataFrame([(i,) for i in (5, 4, 3, 2, 1)], "Id int"))
-    broken = spark.createDataFrame([(1,), (2,), (2,), (3,), (7,)], "Id int")
+def test_submission_ids_must_match_test_ids_exactly():
+    test_ids = pd.Series(range(1, 6), dtype="int32")
+    check_submission_ids(test_ids, pd.Series([5, 4, 3, 2, 1]))
+    broken = pd.Series([1, 2, 2, 3, 7])
     with pytest.raises(SubmissionCheckError) as error:
         check_submission_ids(test_ids, broken)
     message = str(error.value)
     assert "2 Id(s) missing, e.g. [4, 5]" in message
     assert "1 Id(s) not in the test set, e.g. [7]" in message
     assert "1 Id(s) duplicated, e.g. [2]" in message
+
+
+def test_raw_test_ids_must_all_be_prepared_and_nothing_else():
+    """An unparseable or quarantined raw Id is named by its raw text (unparseable first); a prepared Id the raw
+    file lacks means another drop."""
+    from rossmann_jobs.forecast.inputs import ForecastInputError
+    from rossmann_jobs.forecast.submission import check_raw_test_ids, check_unique_test_ids
+
+    raw = pd.DataFrame({"RawId": ["1", "2", " 3", "x4", "5"], "Id": [1.0, 2.0, 3.0, float("nan"), 5.0]})
+    check_raw_test_ids(raw.drop(index=3), pd.Series([1, 2, 3, 5], dtype="int32"), "raw", "test", "rej")
+    with pytest.raises(ForecastInputError, match=r"raw: 2 Id\(s\) are not in the prepared test split test, "
+                                                 r"e\.g\. Ids \['x4', '5'\]"):
+        check_raw_test_ids(raw, pd.Series([1, 2, 3], dtype="int32"), "raw", "test", "rej")
+    with pytest.raises(ForecastInputError, match=r"test: 1 Id\(s\) are not in raw, e\.g\. Ids \[9\]"):
+        check_raw_test_ids(raw.drop(index=3), pd.Series([1, 2, 3, 5, 9]), "raw", "test", "rej")
+    check_unique_test_ids(pd.Series([3, 1, 2]), "test")
+    with pytest.raises(ForecastInputError, match=r"test: column Id has 1 duplicated value\(s\), e\.g\. Ids \[2\]"):
+        check_unique_test_ids(pd.Series([3, 2, 1, 2]), "test")
 
 
 def test_accounting_rejects_lost_or_extra_rows():
