@@ -22,8 +22,9 @@
   validation rows. The new model is promoted when it beats the baseline and there is no champion as of D or its
   exp_rmspe ≤ champion's × (1 + `promotion_tolerance`); a re-run of the champion's own run must be strictly better.
   Otherwise the champion as of D forecasts; with none, the run fails (no model beats the baseline). The champion is
-  an immutable copy of the committed model attempt; `models/champion.json` points at the newest as-of date's
-  champion.
+  an immutable copy of the committed model attempt, its record holds the SHA-256 of its model files, and the jobs
+  load a model only from `models/` or `runs/` and only as recorded; `models/champion.json` points at the newest
+  as-of date's champion. A model is data (the params it is built from + its weights), never a Keras model file.
 * **Report**: predict's committed `report/index.html` is one self-contained page (gate comparison, training curves,
   validation and horizon plots, accuracy history known by the as-of date); the predict task's "Forecast report"
   extra link and `publish_forecast`'s log hold a presigned URL of it.
@@ -51,7 +52,6 @@ e.g. `{"prepare": {"spark.driver.memory": "6g"}}`; defaults in rossmann/spark_su
 """
 from __future__ import annotations
 
-import os
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -63,8 +63,9 @@ from rossmann.sensors import RawDropSensor
 from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator
 from rossmann.uris import forecast_pointer_uri
 from rossmann_jobs.forecast.score_records import BIAS_ALERT_THRESHOLD
+from rossmann_jobs.output_layout import configured_bucket
 
-BUCKET = os.environ.get("ROSSMANN_BUCKET", "rossmann")
+BUCKET = configured_bucket()
 FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri(BUCKET))
 SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=f"s3://{BUCKET}/forecast/scores/summary.json")
 DEFAULT_JOBS_ROOT = str(Path(__file__).resolve().parents[1])
@@ -267,13 +268,17 @@ def rossmann_forecast():
         "--batch-size", "{{ params.batch_size }}", "--learning-rate", "{{ params.learning_rate }}",
         "--lr-schedule", "{{ params.lr_schedule }}", "--hidden-units", "{{ params.hidden_units }}",
         "--champion-model", champion["champion_model_uri"],   # "" when there is no champion as of the date
+        # The champion record's SHA-256 digests of the model files: the job loads the champion only as recorded.
+        "--champion-model-sha256", champion["champion_model_sha256"],
         "--warm-start-model", champion["warm_start_model_uri"],   # "" for a cold start
+        "--warm-start-model-sha256", champion["champion_model_sha256"],
         "--warm-start-epochs", "{{ params.warm_start_epochs }}",
     ])
     metrics = read_train_metrics(plan)
     gate = quality_gate(plan, metrics)
     predict = spark_job("predict", "predict.py", [
-        "--model", gate["champion_model_uri"], "--features", plan["features"], "--raw", plan["raw"],
+        "--model", gate["champion_model_uri"], "--model-sha256", gate["champion_model_sha256"],
+        "--features", plan["features"], "--raw", plan["raw"],
         "--out", plan["predictions"],
         # For the report: this run's model (gate comparison, training curves), the decision, the scores so far.
         "--trained-model", plan["model"], "--gate-decision", gate["reason"], "--scores", plan["scores"],

@@ -132,7 +132,7 @@ def test_the_promoted_model_is_the_pinned_champion(evidence):
     assert gate["promoted"] is True and gate["candidate_model_uri"] == metrics["model_attempt_uri"]
     assert champion["model_uri"] == gate["champion_model_uri"] and champion["source_model_uri"] == metrics[
         "model_attempt_uri"]
-    assert f"{champion['model_uri']}/model/model.h5" in evidence["outputs"]["champion_files"]
+    assert f"{champion['model_uri']}/model/weights.npz" in evidence["outputs"]["champion_files"]
     assert metrics["best_val_exp_rmspe"] < 0.5   # a model that learned
 
 

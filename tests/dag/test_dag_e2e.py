@@ -19,6 +19,8 @@ import urllib.request
 
 import pytest
 
+from rossmann_jobs.model_trust import sha256_hex
+from rossmann_jobs.output_layout import MODEL_FILES
 from stack_helpers import (
     AIRFLOW_PYTHON,
     DAG_ID,
@@ -120,7 +122,7 @@ def test_train_metrics_xcom_matches_the_committed_metrics_file(dag_test_stack, f
     assert metrics["samples_per_s"] > 0
     assert metrics["model_uri"] == plan["model"]
     keys = dag_test_stack.list_keys(attempt)
-    assert f"{attempt}/model/model.h5" in keys and f"{attempt}/model/artifact.json" in keys
+    assert f"{attempt}/model/weights.npz" in keys and f"{attempt}/model/artifact.json" in keys
 
 
 def test_first_model_becomes_champion(dag_test_stack, first_run):
@@ -141,13 +143,17 @@ def test_first_model_becomes_champion(dag_test_stack, first_run):
     assert gate["champion_model_uri"] == pinned
     manifest = dag_test_stack.read_json(f"{plan['model']}/_SUCCESS")
     assert dag_test_stack.list_keys(pinned) == sorted(f"{pinned}/{name}" for name in manifest["files"])
-    assert (dag_test_stack.read_bytes(f"{pinned}/model/model.h5")
-            == dag_test_stack.read_bytes(f"{attempt}/model/model.h5"))
+    assert (dag_test_stack.read_bytes(f"{pinned}/model/weights.npz")
+            == dag_test_stack.read_bytes(f"{attempt}/model/weights.npz"))
     champion = dag_test_stack.read_json(plan["champion"])
     assert champion["model_uri"] == pinned and champion["source_model_uri"] == attempt
     assert champion["val_exp_rmspe"] == pytest.approx(metrics["best_val_exp_rmspe"])
     predict_args = first_run["summary"]["rendered_fields"]["predict"]["application_args"]
     assert predict_args[predict_args.index("--model") + 1] == pinned
+    # The record holds the SHA-256 of the pinned model files, and predict loads the champion only as recorded.
+    assert champion["model_sha256"] == {name: sha256_hex(dag_test_stack.read_bytes(f"{pinned}/{name}"))
+                                        for name in MODEL_FILES}
+    assert json.loads(predict_args[predict_args.index("--model-sha256") + 1]) == champion["model_sha256"]
 
 
 def test_forecast_is_published_with_submission_and_report(dag_test_stack, first_run):
@@ -535,7 +541,7 @@ def test_rerun_keeps_the_pinned_champion_byte_for_byte(dag_test_stack, first_run
     assert predict_args[predict_args.index("--model") + 1] == pinned
     # The re-run's train commit removed the first model attempt; the champion's pinned copy is untouched.
     assert dag_test_stack.list_keys(before["model_attempt"]) == []
-    assert f"{pinned}/model/model.h5" in dag_test_stack.list_keys(pinned)
+    assert f"{pinned}/model/weights.npz" in dag_test_stack.list_keys(pinned)
     assert dag_test_stack.read_json(f"{pinned}/metrics.json") == before["model_metrics"]
 
 

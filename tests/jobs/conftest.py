@@ -61,3 +61,13 @@ def s3_bucket(s3_server):
     name = f"test-{uuid.uuid4().hex[:10]}"
     boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=name)
     return f"s3://{name}"
+
+
+@pytest.fixture()
+def storage_root(tmp_path, monkeypatch):
+    """This test's storage root (ROSSMANN_STORAGE_ROOT, inherited by the jobs it starts): models load only from
+    <tmp_path>/models/ and <tmp_path>/runs/ (rossmann_jobs/model_trust.py)."""
+    from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+
+    monkeypatch.setenv(STORAGE_ROOT_ENV, str(tmp_path))
+    return str(tmp_path)

@@ -18,7 +18,7 @@ import uuid
 import numpy as np
 import pytest
 
-from rossmann_jobs import storage
+from rossmann_jobs import model_files, storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, METADATA_FILE, VALIDATION_DIR
 from tests.jobs.conftest import JOBS_BIN, REPO_ROOT
 
@@ -73,13 +73,15 @@ def s3_run(s3_server, tmp_path_factory):
     code, log, seconds = spark_submit("train.py", ["--features", features, "--out", out, *E2E_TRAIN_ARGS],
                                       work / "train.log")
     return {"code": code, "log": log, "seconds": seconds, "features": features, "out": out, "metadata": metadata,
+            "root": f"s3://{bucket}",
             "train_rows": metadata["row_counts"]["train"], "validation_rows": metadata["row_counts"]["validation"]}
 
 
 def test_job_commits_model_metrics_and_plot(s3_run):
     assert s3_run["code"] == 0, s3_run["log"][-4000:]
     files = set(storage.read_manifest(s3_run["out"])["files"])
-    assert {"model/model.h5", "model/artifact.json", "metrics.json", "training_curves.png"} <= files
+    assert {"model/weights.npz", "model/artifact.json", "metrics.json", "training_curves.png"} <= files
+    assert "model/model.h5" not in files   # no whole-model file: models are params + weights, never code
     png = storage.read_bytes(storage.join(storage.committed_uri(s3_run["out"]), "training_curves.png"))
     assert png.startswith(b"\x89PNG")
 
@@ -129,9 +131,8 @@ def test_the_model_learns_in_the_end_to_end_configuration(s3_run):
 
 def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, tmp_path):
     import pyarrow.parquet as pq
-    import tensorflow as tf
 
-    model_dir = storage.download_dir(storage.join(storage.committed_uri(s3_run["out"]), "model"), str(tmp_path))
+    storage.download_dir(storage.join(storage.committed_uri(s3_run["out"]), "model"), str(tmp_path))
     artifact = json.loads((tmp_path / "artifact.json").read_text())
     assert artifact["feature_order"] == FEATURE_COLS
     assert artifact["max_sales"] == s3_run["metadata"]["max_sales"]
@@ -139,7 +140,9 @@ def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, t
     assert artifact["label_transform"] == "log" and artifact["horovod_size"] == 2
     assert artifact["features_uri"] == s3_run["features"]
 
-    model = tf.keras.models.load_model(os.path.join(model_dir, "model.h5"), compile=False)
+    # Checked against the digests the job committed.
+    source = model_files.open_model(s3_run["out"], root=s3_run["root"])
+    model = model_files.build_model(source.artifact, source.weights_bytes(), source.attempt)
     validation_files = [f for f in storage.list_files(storage.join(storage.committed_uri(s3_run["features"]),
                                                                    VALIDATION_DIR)) if f.endswith(".parquet")]
     frames = []
