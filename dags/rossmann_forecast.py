@@ -27,7 +27,7 @@
   as-of date's champion. A model is data (the params it is built from + its weights), never a Keras model file.
 * **Report**: predict's committed `report/index.html` is one self-contained page (gate comparison, training curves,
   validation and horizon plots, accuracy history known by the as-of date); the predict task's "Forecast report"
-  extra link and `publish_forecast`'s log hold a presigned URL of it.
+  extra link holds a presigned URL of it (no log or XCom value does: the URL is a bearer credential).
 * **Output**: `publish_forecast` writes `s3://<bucket>/forecast/latest.json` (pointing at `submission.csv` and the
   report) unless it holds a newer as-of date's forecast (a backfill never hides it), and updates the
   `rossmann_forecast` asset for data-aware downstream DAGs (extra `latest`: whether the pointer holds this run's).

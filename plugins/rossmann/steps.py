@@ -22,7 +22,7 @@ from rossmann.outputs import (
     write_json,
 )
 from rossmann.publication import forecast_registry_record, replaces_latest
-from rossmann.report_link import presigned_url, report_uri, url_expiry_s
+from rossmann.report_link import ForecastReportLink, report_uri
 from rossmann.uris import pinned_model_uri, record_as_of
 from rossmann_jobs.commit_protocol import attempt_uri
 from rossmann_jobs.model_trust import DIGESTS_KEY, decode_digests, encode_digests, sha256_hex
@@ -198,9 +198,10 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     if missing:
         raise FileNotFoundError(f"The committed predict output lacks {missing}: the predict job's output "
                                 "contract is in docs/ARCHITECTURE.md")
-    expires_s = url_expiry_s()
-    log.info("forecast report (one self-contained page; this presigned link opens it for %.0f h): %s",
-             expires_s / 3600, presigned_url(hook, forecast["report_uri"], expires_s))
+    # The report's URI only: a presigned URL is a bearer credential, so it goes to the predict task's "Forecast
+    # report" extra link alone (report_link.py), never to a log or a return value.
+    log.info("forecast report (one self-contained page): %s; the predict task's \"%s\" link opens it",
+             forecast["report_uri"], ForecastReportLink.name)
     # Every published forecast is registered, backfills included, so later drops can score it (one PUT; a re-run
     # replaces the run's own record).
     write_json(hook, plan["forecast_record"], forecast_registry_record(forecast, summary))
