@@ -28,7 +28,7 @@ from rossmann_jobs.model_files import write_model as write_model_files
 from rossmann_jobs.model_trust import DIGESTS_KEY, ModelRefusedError
 from rossmann_jobs.output_layout import TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
 from rossmann_jobs.spark_session import run_job, timed
-from rossmann_jobs.training import checkpoint, report
+from rossmann_jobs.training import checkpoint, network, report
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
 from rossmann_jobs.training.gate_scores import gate_scores
 from rossmann_jobs.training.params import LR_SCHEDULES, TrainParams
@@ -154,9 +154,12 @@ def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
     import horovod.spark
 
     start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
+    # Horovod's services (the Gloo rendezvous is unauthenticated) listen on one interface only: loopback unless
+    # the cluster's private network is named (training/network.py).
+    nics = network.restrict_horovod(os.environ.get(network.NICS_ENV, network.LOOPBACK))
     return horovod.spark.run(train_fn, args=(config,), num_proc=num_proc, start_timeout=start_timeout,
                              env=worker_env(), stdout=sys.stdout, stderr=sys.stderr, verbose=1,
-                             prefix_output_with_timestamp=True)
+                             prefix_output_with_timestamp=True, nics=nics)
 
 
 def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> ModelSource:

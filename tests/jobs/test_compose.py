@@ -545,3 +545,11 @@ def test_airflow_entrypoint_writes_a_private_password_file_then_runs_airflow(tmp
                    env={**env, "AIRFLOW_ADMIN_PASSWORD": "", "AIRFLOW__CORE__PLUGINS_FOLDER": "/opt/rossmann/plugins"})
     assert calls.read_text().split() == ["db", "migrate"]
     assert pool_calls.read_text().split() == ["/opt/rossmann/plugins", "-m", "rossmann.pools"]
+
+
+def test_horovod_talks_on_the_project_network_not_loopback(services):
+    """The driver (the scheduler container) and the executors (the workers) are different hosts: Horovod must bind
+    their shared network's interface, which the containers name eth0 (loopback would keep the ranks apart)."""
+    from rossmann_jobs.training.network import LOOPBACK, NICS_ENV
+
+    assert services["airflow-scheduler"]["environment"][NICS_ENV] == "eth0" != LOOPBACK
