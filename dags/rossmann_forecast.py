@@ -47,8 +47,10 @@ A second DAG, `rossmann_forecast_deadline`, alerts when the forecast is not publ
 
 Connections: `spark_default` (master; extra `spark_conf` for every job's Spark settings, `job_conf` for one job's,
 e.g. `{"prepare": {"spark.driver.memory": "6g"}}`; defaults in rossmann/spark_submit.py) and `aws_default`
-(credentials, extra `endpoint_url` for MinIO/moto). Bucket: environment variable `ROSSMANN_BUCKET` (default
-`rossmann`). Job code location: Variables `rossmann_jobs_root` and `rossmann_py_files` (defaults: this repository).
+(credentials, extra `endpoint_url` for MinIO/moto; the Spark jobs use the connection named by
+`ROSSMANN_JOBS_AWS_CONN_ID` when set, e.g. compose's least-privilege `aws_jobs`). Bucket: environment variable
+`ROSSMANN_BUCKET` (default `rossmann`). Job code location: Variables `rossmann_jobs_root` and
+`rossmann_py_files` (defaults: this repository).
 """
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
 from rossmann.alerts import task_failure_alert
 from rossmann.pools import SPARK_POOL
 from rossmann.sensors import RawDropSensor
-from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator
+from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator, jobs_aws_conn_id
 from rossmann.uris import forecast_pointer_uri
 from rossmann_jobs.forecast.score_records import BIAS_ALERT_THRESHOLD
 from rossmann_jobs.output_layout import configured_bucket
@@ -141,7 +143,7 @@ def spark_job(task_id: str, job_file: str, application_args: list, operator=Ross
         py_files=PY_FILES,
         name=f"rossmann-{task_id}",
         conn_id="spark_default",
-        aws_conn_id="aws_default",
+        aws_conn_id=jobs_aws_conn_id(),   # the jobs' S3 identity (aws_default unless configured)
         application_args=application_args,
         # One Spark job at a time across all runs (rossmann/pools.py), and one of each kind per DAG.
         pool=SPARK_POOL,
