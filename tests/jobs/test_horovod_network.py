@@ -20,17 +20,6 @@ def test_the_setting_names_one_interface_and_loopback_is_the_default():
             network.resolve_nic(bad, INTERFACES)
 
 
-@pytest.fixture()
-def horovod_find_port(monkeypatch):
-    """Horovod's find_port references, restored after the test."""
-    import horovod.runner.common.util.network as service_network
-    import horovod.runner.http.http_server as http_server
-    import horovod.runner.util.network as util_network
-
-    for module in (util_network, service_network, http_server):
-        monkeypatch.setattr(module, "find_port", module.find_port)
-
-
 def start_services():
     """A Horovod service (as the driver and each task start) and the Gloo rendezvous server; returns a stopper."""
     from horovod.runner.common.util import secret
@@ -47,7 +36,7 @@ def start_services():
     return {service.get_port(), port}, stop
 
 
-def test_horovods_servers_listen_on_every_address_unless_bound(horovod_find_port):
+def test_horovods_servers_listen_on_every_address_unless_bound(horovod_binding_restored):
     # Negative control: as horovod.spark.run starts them, they listen on every address, and the check sees it.
     ports, stop = start_services()
     try:
