@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rossmann_jobs import storage  # noqa: E402
+from rossmann_jobs.model_trust import STORAGE_ROOT_ENV  # noqa: E402
 from rossmann_jobs.synth.cli import generate, land  # noqa: E402
 from rossmann_jobs.synth.dataset import SynthConfig  # noqa: E402
 from rossmann_jobs.synth.forecast_score import horizon_truth, score_forecast, score_predictions  # noqa: E402
@@ -93,9 +94,16 @@ def train_args(config: str, args: argparse.Namespace) -> list[str]:
                                                   for item in (f"--{key.replace('_', '-')}", str(value))]]
 
 
+def run_dir(work: Path, name: str) -> Path:
+    """A run's folder: under `work`'s runs/, since the jobs load models only from their storage root's runs/ and
+    models/ (rossmann_jobs/model_trust.py; train_and_predict makes `work` that root)."""
+    return work / "runs" / name
+
+
 def train_and_predict(work: Path, name: str, raw: str, features: str, args: list[str]) -> dict:
-    out = work / name
+    out = run_dir(work, name)
     out.mkdir(parents=True, exist_ok=True)
+    os.environ[STORAGE_ROOT_ENV] = str(work)   # inherited by the spark-submits below
     model, predictions = str(out / "model"), str(out / "predictions")
     timings = {"train": spark_submit("train", ["--features", features, "--out", model, *args], model,
                                      out / "train.log", inputs=(features,)),
@@ -220,7 +228,8 @@ def main() -> None:
                                              train_args("default", args))
                 warm = train_and_predict(work, f"{variant}-warm", plan_of, features,
                                          [*train_args("default", args), "--warm-start-epochs", str(args.warm_epochs),
-                                          "--warm-start-model", str(work / f"cold-{args.warm_start_from}" / "model")])
+                                          "--warm-start-model",
+                                          str(run_dir(work, f"cold-{args.warm_start_from}") / "model")])
                 warm["warm_source_timings_s"] = seed_run["timings_s"]
                 runs = [(name, run), ("warm", warm)]
             else:

@@ -43,6 +43,8 @@ from rossmann_jobs.features.spec import (
     VALIDATION_DIR,
 )
 from rossmann_jobs.forecast.inference import BroadcastModel, with_log_forecast
+from rossmann_jobs.model_files import open_model
+from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
 from rossmann_jobs.spark_session import build_spark_session
 
 # Real-data vocabulary sizes (known values; the index adds 1 for unknown), from the Rossmann files.
@@ -113,21 +115,26 @@ def write_raw_test(uri: str, test: pd.DataFrame) -> str:
     return uri
 
 
-def write_model(uri: str) -> None:
-    """The reference architecture (train job's builder, reference defaults), committed like the train job does."""
+def write_model(uri: str) -> bytes:
+    """The reference architecture (train job's builder, reference defaults), committed like the train job does;
+    returns the same model as a whole-model HDF5 file, which only the row-at-a-time reference reads (built here)."""
+    from rossmann_jobs import model_files
+    from rossmann_jobs.model_trust import DIGESTS_KEY
     from rossmann_jobs.training.model import build_model
     from rossmann_jobs.training.params import TrainParams
 
-    model = build_model({c: VOCAB_COUNTS[c] + 1 for c in CATEGORICAL_COLS}, MAX_SALES, TrainParams())
+    vocab_sizes = {c: VOCAB_COUNTS[c] + 1 for c in CATEGORICAL_COLS}
+    model = build_model(vocab_sizes, MAX_SALES, TrainParams())
+    attempt = storage.new_attempt_uri(uri)
+    digests = model_files.write_model(attempt, {
+        "feature_order": FEATURE_COLS, "vocabularies": {c: list(range(1, VOCAB_COUNTS[c] + 1)) for c in VOCAB_COUNTS},
+        "vocab_sizes": vocab_sizes, "max_sales": MAX_SALES, "label_transform": "log",
+        "params": TrainParams().to_dict(), "parameters": model.count_params()}, model_files.weights_bytes(model))
+    storage.commit(uri, attempt, {DIGESTS_KEY: digests})
     local = os.path.join(tempfile.mkdtemp(prefix="bench-predict-"), "model.h5")
     model.save(local)
-    attempt = storage.new_attempt_uri(uri)
     with open(local, "rb") as handle:
-        storage.write_bytes(storage.join(attempt, "model", "model.h5"), handle.read())
-    storage.write_json(storage.join(attempt, "model", "artifact.json"), {
-        "feature_order": FEATURE_COLS, "vocabularies": {c: list(range(1, VOCAB_COUNTS[c] + 1)) for c in VOCAB_COUNTS},
-        "max_sales": MAX_SALES, "label_transform": "log", "parameters": model.count_params()})
-    storage.commit(uri, attempt, {})
+        return handle.read()
 
 
 def row_at_a_time(model_bytes_broadcast, feature_cols, loop_seconds, loop_rows, load_seconds):
@@ -172,11 +179,13 @@ def machine() -> dict:
 def main() -> int:
     args = parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench-predict-")
-    features_uri, model_uri = storage.join(workdir, "features"), storage.join(workdir, "model")
+    # The jobs load models only from the storage root's runs/ or models/ (rossmann_jobs/model_trust.py).
+    os.environ[STORAGE_ROOT_ENV] = workdir
+    features_uri, model_uri = storage.join(workdir, "features"), storage.join(workdir, "runs", "model")
     started = time.perf_counter()
     test, validation = frames()
     write_features(features_uri, test, validation)
-    write_model(model_uri)
+    reference_h5 = write_model(model_uri)
     raw_uri = write_raw_test(storage.join(workdir, "raw"), test)
     setup_s = time.perf_counter() - started
     open_test_rows = int(test["Open"].ne(0).fillna(True).sum())
@@ -194,8 +203,7 @@ def main() -> int:
             results[label] = {"wall_s": time.perf_counter() - start, "timings_s": manifest["summary"]["timings_s"],
                               "rows": manifest["summary"]["rows"]}
 
-        model_file = storage.join(storage.committed_uri(model_uri), "model", "model.h5")
-        model = BroadcastModel(spark, model_file)
+        model = BroadcastModel(spark, open_model(model_uri))
         features_attempt = storage.committed_uri(features_uri)
         inputs = (spark.read.parquet(storage.spark_uri(storage.join(features_attempt, TEST_DIR)))
                   .filter("Open IS NULL OR Open != 0").select("StoreId", "Date", *FEATURE_COLS)
@@ -207,7 +215,7 @@ def main() -> int:
 
         sc = spark.sparkContext
         loop_s, loop_rows, load_s = sc.accumulator(0.0), sc.accumulator(0), sc.accumulator(0.0)
-        broadcast = sc.broadcast(storage.read_bytes(model_file))
+        broadcast = sc.broadcast(reference_h5)
         sample = inputs.limit(args.sample_rows).repartition(2)
         start = time.perf_counter()
         sample.rdd.mapPartitions(row_at_a_time(broadcast, FEATURE_COLS, loop_s, loop_rows, load_s)).count()

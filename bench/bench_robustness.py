@@ -178,7 +178,7 @@ def run_cell(scenario: str, stores: int, args: argparse.Namespace, repo: Path, s
                                              features, work / args.label / "prepare.log")
         run = train_and_predict(work / args.label, "run", drop, features,
                                 ["--num-proc", "2", *shlex.split(args.train_args)])
-    metrics = json.loads(Path(storage.committed_uri(str(work / args.label / "run" / "model")),
+    metrics = json.loads(Path(storage.committed_uri(str(truth_bench.run_dir(work / args.label, "run") / "model")),
                               "metrics.json").read_text())
     log(f"{scenario}, {stores} stores: LightGBM on the prepared features")
     lgbm, lgbm_fit = lightgbm_forecast(features, spec)

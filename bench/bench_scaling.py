@@ -39,6 +39,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests" / "jobs")]
 
 from job_process import spilled_bytes  # noqa: E402  (tests/jobs/job_process.py)
 from rossmann_jobs import storage  # noqa: E402
+from rossmann_jobs.model_trust import STORAGE_ROOT_ENV  # noqa: E402
 
 BASE_STORES = 1115
 AS_OF = "2015-07-31"
@@ -106,7 +107,9 @@ def measure_scale(scale: int, args: argparse.Namespace, work: Path, env: dict[st
     stores = args.base_stores * scale
     folder = work / f"x{scale}"
     folder.mkdir(parents=True, exist_ok=True)
-    raw, features, model, forecast = (str(folder / name) for name in ("raw", "features", "model", "forecast"))
+    # The jobs load models only from their storage root's runs/ (rossmann_jobs/model_trust.py): the folder is the
+    # root (main sets ROSSMANN_STORAGE_ROOT per scale), the model lies under its runs/.
+    raw, features, model, forecast = (str(folder / name) for name in ("raw", "features", "runs/model", "forecast"))
     done_file = folder / "measured.json"
     done = json.loads(done_file.read_text()) if done_file.exists() else {}
     commands = {
@@ -272,7 +275,7 @@ def main() -> None:
     results = []
     for scale in (int(s) for s in args.scales.split(",")):
         print(f"{datetime.now():%H:%M:%S} scale {scale}x: {args.base_stores * scale:,} stores", flush=True)
-        results.append(measure_scale(scale, args, work, env))
+        results.append(measure_scale(scale, args, work, {**env, STORAGE_ROOT_ENV: str(work / f"x{scale}")}))
     fits = growth(results)
     record = {"benchmark": "scaling", "recorded_at": datetime.now(timezone.utc).isoformat(),
               "machine": {"cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2 ** 30, 1),

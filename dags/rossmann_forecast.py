@@ -22,11 +22,12 @@
   validation rows. The new model is promoted when it beats the baseline and there is no champion as of D or its
   exp_rmspe ≤ champion's × (1 + `promotion_tolerance`); a re-run of the champion's own run must be strictly better.
   Otherwise the champion as of D forecasts; with none, the run fails (no model beats the baseline). The champion is
-  an immutable copy of the committed model attempt; `models/champion.json` points at the newest as-of date's
-  champion.
+  an immutable copy of the committed model attempt, its record holds the SHA-256 of its model files, and the jobs
+  load a model only from `models/` or `runs/` and only as recorded; `models/champion.json` points at the newest
+  as-of date's champion. A model is data (the params it is built from + its weights), never a Keras model file.
 * **Report**: predict's committed `report/index.html` is one self-contained page (gate comparison, training curves,
   validation and horizon plots, accuracy history known by the as-of date); the predict task's "Forecast report"
-  extra link and `publish_forecast`'s log hold a presigned URL of it.
+  extra link holds a presigned URL of it (no log or XCom value does: the URL is a bearer credential).
 * **Output**: `publish_forecast` writes `s3://<bucket>/forecast/latest.json` (pointing at `submission.csv` and the
   report) unless it holds a newer as-of date's forecast (a backfill never hides it), and updates the
   `rossmann_forecast` asset for data-aware downstream DAGs (extra `latest`: whether the pointer holds this run's).
@@ -46,12 +47,13 @@ A second DAG, `rossmann_forecast_deadline`, alerts when the forecast is not publ
 
 Connections: `spark_default` (master; extra `spark_conf` for every job's Spark settings, `job_conf` for one job's,
 e.g. `{"prepare": {"spark.driver.memory": "6g"}}`; defaults in rossmann/spark_submit.py) and `aws_default`
-(credentials, extra `endpoint_url` for MinIO/moto). Bucket: environment variable `ROSSMANN_BUCKET` (default
-`rossmann`). Job code location: Variables `rossmann_jobs_root` and `rossmann_py_files` (defaults: this repository).
+(credentials, extra `endpoint_url` for MinIO/moto; the Spark jobs use the connection named by
+`ROSSMANN_JOBS_AWS_CONN_ID` when set, e.g. compose's least-privilege `aws_jobs`). Bucket: environment variable
+`ROSSMANN_BUCKET` (default `rossmann`). Job code location: Variables `rossmann_jobs_root` and
+`rossmann_py_files` (defaults: this repository).
 """
 from __future__ import annotations
 
-import os
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -60,11 +62,12 @@ from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
 from rossmann.alerts import task_failure_alert
 from rossmann.pools import SPARK_POOL
 from rossmann.sensors import RawDropSensor
-from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator
+from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator, jobs_aws_conn_id
 from rossmann.uris import forecast_pointer_uri
 from rossmann_jobs.forecast.score_records import BIAS_ALERT_THRESHOLD
+from rossmann_jobs.output_layout import configured_bucket
 
-BUCKET = os.environ.get("ROSSMANN_BUCKET", "rossmann")
+BUCKET = configured_bucket()
 FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri(BUCKET))
 SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=f"s3://{BUCKET}/forecast/scores/summary.json")
 DEFAULT_JOBS_ROOT = str(Path(__file__).resolve().parents[1])
@@ -140,7 +143,7 @@ def spark_job(task_id: str, job_file: str, application_args: list, drop, operato
         py_files=PY_FILES,
         name=f"rossmann-{task_id}",
         conn_id="spark_default",
-        aws_conn_id="aws_default",
+        aws_conn_id=jobs_aws_conn_id(),   # the jobs' S3 identity (aws_default unless configured)
         application_args=application_args,
         drop=drop,   # launch settings (JIT) follow the size of the run's drop
         # One Spark job at a time across all runs (rossmann/pools.py), and one of each kind per DAG.
@@ -268,13 +271,17 @@ def rossmann_forecast():
         "--batch-size", "{{ params.batch_size }}", "--learning-rate", "{{ params.learning_rate }}",
         "--lr-schedule", "{{ params.lr_schedule }}", "--hidden-units", "{{ params.hidden_units }}",
         "--champion-model", champion["champion_model_uri"],   # "" when there is no champion as of the date
+        # The champion record's SHA-256 digests of the model files: the job loads the champion only as recorded.
+        "--champion-model-sha256", champion["champion_model_sha256"],
         "--warm-start-model", champion["warm_start_model_uri"],   # "" for a cold start
+        "--warm-start-model-sha256", champion["champion_model_sha256"],
         "--warm-start-epochs", "{{ params.warm_start_epochs }}",
     ], drop=plan["raw"])
     metrics = read_train_metrics(plan)
     gate = quality_gate(plan, metrics)
     predict = spark_job("predict", "predict.py", [
-        "--model", gate["champion_model_uri"], "--features", plan["features"], "--raw", plan["raw"],
+        "--model", gate["champion_model_uri"], "--model-sha256", gate["champion_model_sha256"],
+        "--features", plan["features"], "--raw", plan["raw"],
         "--out", plan["predictions"],
         # For the report: this run's model (gate comparison, training curves), the decision, the scores so far.
         "--trained-model", plan["model"], "--gate-decision", gate["reason"], "--scores", plan["scores"],

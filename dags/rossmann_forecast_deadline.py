@@ -9,15 +9,15 @@ is published to turn the run green. No catchup: past deadlines are not checked a
 """
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 
 from airflow.sdk import CronTriggerTimetable, dag, task
 
 from rossmann.alerts import forecast_late_alert
 from rossmann.deadline import deadline_cron
+from rossmann_jobs.output_layout import configured_bucket
 
-BUCKET = os.environ.get("ROSSMANN_BUCKET", "rossmann")
+BUCKET = configured_bucket()
 
 
 @dag(

@@ -12,6 +12,8 @@ import re
 JOBS = ("prepare", "train", "predict", "score")   # rossmann_jobs/<job>.py
 BAD_INPUT_EXIT_CODE = 2
 FAILURE_LINE = re.compile(rf"\b(?:{'|'.join(JOBS)}) failed: .*")
+# The jobs' error messages quote example rows (data) after this marker; an alert sends only the text before it.
+EXAMPLES_MARKER = "e.g."
 
 
 def failure_line(job: str, reason: BaseException | str) -> str:

@@ -3,11 +3,13 @@
 spark-submit rossmann_jobs/predict.py --model URI --features URI --raw URI --out URI
 
 --model is a committed train job output (resolved through its _SUCCESS manifest) or a model attempt itself: an
-attempt prefix, or the gate's pinned champion copy of one (same layout: model/, metrics.json). --features is a
-committed prepare job output, --raw the drop it was prepared from: submission.csv holds exactly one row per Id of
-its test.csv. The committed attempt under --out holds submission.csv, predictions/ (Parquet, partitioned by split;
-test rows with the naive seasonal baseline beside the model's forecast) and report/index.html (one page, plots
-embedded). The layout: rossmann_jobs/output_layout.py.
+attempt prefix, or the gate's pinned champion copy of one (same layout: model/, metrics.json), under the storage
+root's models/ or runs/ and with the SHA-256 recorded for it (--model-sha256, else its train job's): the model is
+built by this code from artifact.json and its weights.npz, never deserialized (rossmann_jobs/model_files.py).
+--features is a committed prepare job output, --raw the drop it was prepared from: submission.csv holds exactly
+one row per Id of its test.csv. The committed attempt under --out holds submission.csv, predictions/ (Parquet,
+partitioned by split; test rows with the naive seasonal baseline beside the model's forecast) and
+report/index.html (one page, plots embedded). The layout: rossmann_jobs/output_layout.py.
 Inference is vectorized: each Python worker loads the model once and applies it to whole Arrow batches; nothing but
 small aggregates, the Id columns (checked there) and the submission's columns reach the driver.
 """
@@ -69,10 +71,9 @@ from rossmann_jobs.forecast.submission import (
     csv_bytes,
 )
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
+from rossmann_jobs.model_files import ARTIFACT_PATH, open_model
+from rossmann_jobs.model_trust import ModelRefusedError
 from rossmann_jobs.output_layout import (
-    ARTIFACT_FILE,
-    MODEL_DIR,
-    MODEL_FILE,
     PREDICTIONS_DIR,
     REPORT_PAGE,
     SCORES_SUMMARY_FILE,
@@ -93,6 +94,9 @@ HISTORY_TYPES = {"StoreId": INTEGER_TYPES, "Date": DATE_TYPES, "DayOfWeek": INTE
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="train job output URI (committed) or a model attempt URI")
+    parser.add_argument("--model-sha256", default="",
+                        help="the model files' recorded SHA-256 digests (the champion record's model_sha256, as "
+                             "JSON); empty: those its train job committed")
     parser.add_argument("--features", required=True, help="prepare job output URI (committed)")
     parser.add_argument("--raw", required=True, help="the raw drop the features were prepared from (has test.csv)")
     parser.add_argument("--out", required=True, help="output URI; committed atomically")
@@ -104,17 +108,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="scoring root (summary.json): earlier forecasts scored by the as-of date go into the "
                              "report")
     return parser.parse_args(argv)
-
-
-def model_attempt_uri(model_uri: str) -> str:
-    """The attempt that holds model/: an output prefix resolves through its manifest, an attempt is taken as is."""
-    if storage.exists(storage.join(model_uri, storage.MANIFEST_NAME)):
-        return storage.committed_uri(model_uri)
-    if storage.exists(storage.join(model_uri, MODEL_DIR, MODEL_FILE)):
-        return model_uri.rstrip("/")
-    raise storage.OutputNotCommittedError(
-        f"--model {model_uri} is neither a committed train output (no {storage.MANIFEST_NAME}) nor a model attempt "
-        f"(no {MODEL_DIR}/{MODEL_FILE}): run the train task, or pass the champion's model_uri from champion.json.")
 
 
 def read_split(spark: SparkSession, uri: str, keys: dict[str, tuple[type, ...]], non_null_keys: list[str],
@@ -240,13 +233,15 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
 
 
 def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *, raw_uri: str,
-                trained_model_uri: str = "", scores_uri: str = "", gate_decision: str = "") -> dict:
+                trained_model_uri: str = "", scores_uri: str = "", gate_decision: str = "",
+                model_sha256: str = "") -> dict:
     """The whole job on an existing session; returns the commit manifest."""
     timings: dict[str, float] = {}
-    model_attempt, features_attempt = model_attempt_uri(model_uri), storage.committed_uri(features_uri)
-    model_dir = storage.join(model_attempt, MODEL_DIR)
-    artifact_uri, metadata_uri = storage.join(model_dir, ARTIFACT_FILE), storage.join(features_attempt, METADATA_FILE)
-    artifact, metadata = storage.read_json(artifact_uri), storage.read_json(metadata_uri)
+    source = open_model(model_uri, model_sha256)   # location, format and digests checked before anything is used
+    model_attempt, features_attempt = source.attempt, storage.committed_uri(features_uri)
+    artifact_uri, metadata_uri = storage.join(model_attempt, ARTIFACT_PATH), storage.join(features_attempt,
+                                                                                          METADATA_FILE)
+    artifact, metadata = source.artifact, storage.read_json(metadata_uri)
     metrics_uri = storage.join(model_attempt, TRAIN_METRICS_FILE)
     training_metrics = storage.read_json(metrics_uri) if storage.exists(metrics_uri) else None
     log.info("model %s, features %s, out %s", model_attempt, features_attempt, out_uri)
@@ -276,7 +271,7 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
         test, validation, counts = read_inputs(spark, features_attempt, sizes, mappings, as_of, raw_ids,
                                                raw_test_uri)
     with timed("forecast and write predictions", timings):
-        model = BroadcastModel(spark, storage.join(model_dir, MODEL_FILE))
+        model = BroadcastModel(spark, source)
         try:
             (test_predictions(test, model, threads, partitions)
              .unionByName(validation_predictions(validation, model, threads, partitions))
@@ -316,11 +311,13 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
 
 def run(spark: SparkSession, args: argparse.Namespace) -> dict:
     return run_predict(spark, args.model, args.features, args.out, raw_uri=args.raw,
-                       trained_model_uri=args.trained_model, scores_uri=args.scores, gate_decision=args.gate_decision)
+                       trained_model_uri=args.trained_model, scores_uri=args.scores, gate_decision=args.gate_decision,
+                       model_sha256=args.model_sha256)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_job("predict", run, parse_args(argv), (ForecastInputError, storage.OutputNotCommittedError))
+    return run_job("predict", run, parse_args(argv),
+                   (ForecastInputError, storage.OutputNotCommittedError, ModelRefusedError))
 
 
 if __name__ == "__main__":

@@ -23,9 +23,12 @@ import sys
 from typing import Any
 
 from rossmann_jobs import storage
-from rossmann_jobs.output_layout import ARTIFACT_FILE, MODEL_DIR, MODEL_FILE, TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
+from rossmann_jobs.model_files import ModelSource, read_weights
+from rossmann_jobs.model_files import write_model as write_model_files
+from rossmann_jobs.model_trust import DIGESTS_KEY, ModelRefusedError
+from rossmann_jobs.output_layout import TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
 from rossmann_jobs.spark_session import run_job, timed
-from rossmann_jobs.training import checkpoint, report
+from rossmann_jobs.training import checkpoint, network, report
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
 from rossmann_jobs.training.gate_scores import gate_scores
 from rossmann_jobs.training.params import LR_SCHEDULES, TrainParams
@@ -66,9 +69,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--champion-model", default="",
                         help="the champion to score beside the new model on the same validation rows: a model attempt "
                              "or train output URI (empty: there is no champion)")
+    parser.add_argument("--champion-model-sha256", default="",
+                        help="the champion's recorded SHA-256 digests (champion record model_sha256, JSON); empty: "
+                             "those its train job committed")
     parser.add_argument("--warm-start-model", default="",
                         help="start from this model's weights (a model attempt or train output URI) when there is no "
                              "checkpoint to resume; empty: a cold start")
+    parser.add_argument("--warm-start-model-sha256", default="",
+                        help="the --warm-start-model's recorded SHA-256 digests (JSON); empty: its train job's")
     parser.add_argument("--warm-start-epochs", type=int, default=None,
                         help="epochs of a warm-started run (default: --epochs)")
     args = parser.parse_args(argv)
@@ -146,21 +154,25 @@ def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
     import horovod.spark
 
     start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
+    # Horovod's services (the Gloo rendezvous is unauthenticated) listen on one interface only: loopback unless
+    # the cluster's private network is named (training/network.py).
+    nics = network.restrict_horovod(os.environ.get(network.NICS_ENV, network.LOOPBACK))
     # use_gloo: the ranks talk over Gloo either way (Horovod is built without MPI here), but left to choose, Horovod
     # asks whether it was built with MPI, then with Gloo, each time in a fresh process that imports TensorFlow:
     # seconds of start-up per check (bench/RESULTS.md, "Fixed cost per run").
     return horovod.spark.run(train_fn, args=(config,), num_proc=num_proc, start_timeout=start_timeout,
                              env=worker_env(), stdout=sys.stdout, stderr=sys.stderr, verbose=1,
-                             prefix_output_with_timestamp=True, use_gloo=True)
+                             prefix_output_with_timestamp=True, nics=nics, use_gloo=True)
 
 
-def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> str:
-    """The best model and its description into the attempt; returns the model file's URI (what gets scored)."""
-    model_file = storage.join(attempt, MODEL_DIR, MODEL_FILE)
-    storage.write_bytes(model_file, storage.read_bytes(summary["best_model"]))
-    storage.write_json(storage.join(attempt, MODEL_DIR, ARTIFACT_FILE),
-                       report.artifact_description(features, summary, params))
-    return model_file
+def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> ModelSource:
+    """The best model's weights and its description (the params it is built from) into the attempt; returns it as
+    a model source with the SHA-256 digests of what was written (what gets scored, and committed)."""
+    artifact = report.artifact_description(features, summary, params)
+    weights = storage.read_bytes(summary["best_model"])
+    read_weights(weights, summary["best_model"])   # plain arrays (a checkpoint of an earlier release is not)
+    digests = write_model_files(attempt, artifact, weights)
+    return ModelSource(uri=attempt, attempt=attempt, artifact=artifact, digests=digests)
 
 
 def warm_start_plan(args: argparse.Namespace, features: FeatureSet,
@@ -169,7 +181,7 @@ def warm_start_plan(args: argparse.Namespace, features: FeatureSet,
     --warm-start-epochs) and metrics.json's `warm_start` entry."""
     if not args.warm_start_model:
         return None, params, {"requested": None, "used": False, "reason": "no --warm-start-model"}
-    plan, refusal = plan_warm_start(args.warm_start_model, features, params)
+    plan, refusal = plan_warm_start(args.warm_start_model, features, params, args.warm_start_model_sha256)
     if plan is None:
         log.warning("cold start: --warm-start-model %s cannot seed this run: %s", args.warm_start_model, refusal)
         return None, params, {"requested": args.warm_start_model, "used": False, "reason": refusal}
@@ -231,15 +243,17 @@ def run(spark, args: argparse.Namespace) -> dict[str, Any]:
                  shard["train_rows"], len(shard["train_files"]), shard["executor_dir"], shard["host"])
     attempt = storage.new_attempt_uri(args.out)
     with timed("write model", timings):
-        model_file = write_model(attempt, features, summary, params)
+        challenger = write_model(attempt, features, summary, params)
     with timed("gate scores", timings):
-        scores = gate_scores(spark, features, model_file, args.champion_model)
+        scores = gate_scores(spark, features, challenger, args.champion_model, args.champion_model_sha256)
     write_metrics(attempt, summary, params, num_proc, timings, scores, warm_start_facts)
     manifest = storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
                                                   "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
                                                   "horovod_size": summary["horovod_size"],
                                                   "epochs_run": len(summary["history"]), "gate_scores": scores,
-                                                  "warm_started": bool(summary.get("warm_started"))})
+                                                  "warm_started": bool(summary.get("warm_started")),
+                                                  # what the gate checks its pinned copy against
+                                                  DIGESTS_KEY: challenger.digests})
     log.info("committed %s: best epoch %s, val exp_rmspe %.5f", attempt, summary["best_epoch"],
              summary["best_val_exp_rmspe"])
     return manifest
@@ -247,8 +261,8 @@ def run(spark, args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     # Progress every minute: Horovod's training is one long Spark stage.
-    return run_job("train", run, parse_args(argv), (FeatureDataError, storage.OutputNotCommittedError),
-                   progress_interval_s=60)
+    return run_job("train", run, parse_args(argv),
+                   (FeatureDataError, storage.OutputNotCommittedError, ModelRefusedError), progress_interval_s=60)
 
 
 if __name__ == "__main__":

@@ -5,14 +5,25 @@ Opsgenie, PagerDuty Events, an internal alert router): `AIRFLOW_CONN_ROSSMANN_AL
 "host": "alerts.internal", "schema": "https", "extra": {"Authorization": "Bearer ..."}}'`. Without the connection
 nothing is sent and the task log says so. Retries do not alert; only the last try's failure does. A forecast drift
 alert does not fail its task: the scores are still published.
+
+What leaves through the webhook is the reason and the log link, never data: a job's failure reason quotes example
+rows after "e.g." (rossmann_jobs.job_protocol.EXAMPLES_MARKER), and the alert's reason stops there (alert_reason);
+the rows stay in the task log, behind Airflow's access control. Each POST has a timeout, and a refused connection,
+a timeout, a 429 or a 5xx is retried a bounded number of times before the notifier gives up (and raises).
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from airflow.providers.http.notifications.http import HttpNotifier
 
+from rossmann_jobs.job_protocol import EXAMPLES_MARKER
+
 ALERTS_CONN_ID = "rossmann_alerts"
+TIMEOUT_S = (5.0, 10.0)          # connect, read: a hung endpoint must not hold the task's callback
+ATTEMPTS, RETRY_DELAY_S = 3, 1.0  # delays 1 s, 2 s: a short outage is ridden out, a long one gives up
+MAX_REASON_CHARS = 500
 # Rendered with the failed task's context; `exception` is the failure reason (for a Spark job with bad input, the
 # job's own "<job> failed: ..." line).
 TASK_FAILED_MESSAGE = {
@@ -42,19 +53,55 @@ FORECAST_LATE_MESSAGE = {
 FORECAST_DRIFT_MESSAGE = {"alert": "rossmann forecast drift"}
 
 
+def alert_reason(text: Any) -> str:
+    """A failure reason fit for the webhook: the text before the first quoted example rows, at most
+    MAX_REASON_CHARS; what was cut is in the task log."""
+    reason = " ".join(str(text).split())
+    head, marker, _ = reason.partition(EXAMPLES_MARKER)
+    cut = bool(marker) or len(head) > MAX_REASON_CHARS
+    head = head.rstrip(" ,;:(")[:MAX_REASON_CHARS]
+    return f"{head} [examples and details: see the task log]" if cut else head
+
+
+def retryable(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
 class AlertWebhook(HttpNotifier):
-    """HttpNotifier that skips (and says so) when its connection is not configured, instead of failing."""
+    """HttpNotifier that skips (and says so) when its connection is not configured, sends the reason without data
+    rows, and posts with a timeout and a bounded retry."""
 
     def notify(self, context: Any) -> None:
+        import requests
         from airflow.sdk import BaseHook
         from airflow.sdk.exceptions import AirflowNotFoundException
 
+        if isinstance(self.json, dict) and "reason" in self.json:
+            self.json = {**self.json, "reason": alert_reason(self.json["reason"])}
         try:
             BaseHook.get_connection(self.http_conn_id)
         except AirflowNotFoundException:
             self.log.info("no %r connection: alert not sent (%s)", self.http_conn_id, self.json)
             return
-        super().notify(context)
+        options = {**self.extra_options, "timeout": TIMEOUT_S, "check_response": False}
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                response = self.hook.run(endpoint=self.endpoint, data=self.data, headers=self.headers,
+                                         extra_options=options, json=self.json)
+            except (requests.ConnectionError, requests.Timeout) as failure:
+                error: Exception = failure
+            else:
+                if response.ok:
+                    return
+                error = requests.HTTPError(f"alert endpoint answered {response.status_code} {response.reason}",
+                                           response=response)
+                if not retryable(response.status_code):   # a 4xx: the same request would be refused again
+                    raise error
+            if attempt == ATTEMPTS:
+                raise error
+            self.log.warning("alert to %r not delivered (try %d of %d: %s); retrying", self.http_conn_id, attempt,
+                             ATTEMPTS, error)
+            time.sleep(RETRY_DELAY_S * 2 ** (attempt - 1))
 
 
 def task_failure_alert() -> AlertWebhook:

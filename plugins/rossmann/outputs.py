@@ -57,6 +57,16 @@ def copy_files(hook, source_uri: str, target_uri: str, relative_paths: list[str]
         hook.copy_object(f"{source_uri.rstrip('/')}/{path}", f"{target_uri.rstrip('/')}/{path}")
 
 
+def read_bytes(hook, uri: str) -> bytes:
+    bucket, key = s3_bucket_key(uri)
+    return hook.get_key(key, bucket).get()["Body"].read()
+
+
+def write_bytes(hook, uri: str, data: bytes) -> None:
+    bucket, key = s3_bucket_key(uri)
+    hook.load_bytes(data, key, bucket, replace=True)
+
+
 def read_pointer(hook, uri: str) -> dict[str, Any] | None:
     """A pointer file's JSON (the champion, the latest forecast); None before the first one is written."""
     return read_json(hook, uri) if exists(hook, uri) else None

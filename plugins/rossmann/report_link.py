@@ -1,10 +1,11 @@
-"""The forecast report one click away: a presigned URL of the committed `report/index.html`, printed in the
-publish_forecast log and behind the predict task's "Forecast report" extra link.
+"""The forecast report one click away: a presigned URL of the committed `report/index.html` behind the predict
+task's "Forecast report" extra link, and nowhere else.
 
 The report is one self-contained page (its plots are embedded), so the single presigned object opens in a browser
 straight from S3/MinIO. A presigned URL grants read access to that one object until it expires
 (`ROSSMANN_REPORT_URL_EXPIRES_S`, default one day; SigV4 allows at most 7 days, and a URL signed with temporary
-credentials ends with them): share it like the report itself.
+credentials ends with them): anyone holding it reads the report, so it is never logged or returned as a task's XCom
+value; Airflow 3 keeps it in the link's own XCom, which the UI shows to users allowed to see the task.
 """
 from __future__ import annotations
 

@@ -27,6 +27,9 @@ from rossmann_jobs import launch_settings
 from rossmann_jobs.features.drop_manifest import DROP_MARKER
 from rossmann_jobs.job_protocol import BAD_INPUT_EXIT_CODE, FAILURE_LINE, JOBS
 
+# The jobs' own S3 identity where the deployment gives them one (compose: aws_jobs, which cannot write models/;
+# docs/deploy.md "S3 identities"), else Airflow's aws_default.
+JOBS_AWS_CONN_ENV, DEFAULT_JOBS_AWS_CONN_ID = "ROSSMANN_JOBS_AWS_CONN_ID", "aws_default"
 SPARK_CONF_EXTRA = "spark_conf"
 JOB_CONF_EXTRA = "job_conf"
 # prepare on local[N] holds the materialized feature rows of the whole history in the driver JVM: the full Rossmann
@@ -71,6 +74,10 @@ def job_spark_conf(connection_extra: dict[str, Any], job: str, conn_id: str) -> 
         raise ValueError(f"connection {conn_id!r}: extra '{JOB_CONF_EXTRA}' names {unknown}, which are not jobs; "
                          f"the jobs are {list(JOBS)}")
     return {**DEFAULT_JOB_CONF.get(job, {}), **cluster, **per_job.get(job, {})}
+
+
+def jobs_aws_conn_id() -> str:
+    return os.environ.get(JOBS_AWS_CONN_ENV) or DEFAULT_JOBS_AWS_CONN_ID
 
 
 def aws_environment(aws_conn_id: str | None) -> dict[str, str]:

@@ -13,19 +13,26 @@ from rossmann.outputs import (
     copy_files,
     exists,
     list_uris,
+    read_bytes,
     read_json,
     read_manifest,
     read_pointer,
     train_summary,
+    write_bytes,
     write_json,
 )
 from rossmann.publication import forecast_registry_record, replaces_latest
-from rossmann.report_link import presigned_url, report_uri, url_expiry_s
+from rossmann.report_link import ForecastReportLink, report_uri
 from rossmann.uris import pinned_model_uri, record_as_of
 from rossmann_jobs.commit_protocol import attempt_uri
-from rossmann_jobs.output_layout import PREDICTIONS_DIR, SUBMISSION_FILE, TRAIN_METRICS_FILE, under
+from rossmann_jobs.model_trust import DIGESTS_KEY, decode_digests, encode_digests, sha256_hex
+from rossmann_jobs.output_layout import MODEL_FILES, PREDICTIONS_DIR, SUBMISSION_FILE, TRAIN_METRICS_FILE, under
 
 log = logging.getLogger("rossmann.quality_gate")
+
+
+class UnverifiedModelError(AirflowFailException):
+    """The committed model's files are not the ones its train job wrote (or it recorded none): never promoted."""
 
 
 class NoModelError(AirflowFailException):
@@ -81,11 +88,40 @@ def find_champion(hook, plan: dict[str, str], warm_start: bool = False) -> dict[
         log.info("no champion as of %s: the challenger only has to beat the naive baseline (and starts cold)",
                  plan["as_of"])
         return {"as_of": plan["as_of"], "champion_model_uri": "", "champion_as_of": None, "champion_run_id": None,
-                "warm_start_model_uri": ""}
+                "warm_start_model_uri": "", "champion_model_sha256": ""}
     log.info("champion as of %s: %s (promoted for as-of %s, run %s)%s", plan["as_of"], champion["model_uri"],
              champion["as_of"], champion["run_id"], "; training starts from it" if warm_start else "")
     return {"as_of": plan["as_of"], "champion_model_uri": champion["model_uri"], "champion_as_of": champion["as_of"],
-            "champion_run_id": champion["run_id"], "warm_start_model_uri": champion["model_uri"] if warm_start else ""}
+            "champion_run_id": champion["run_id"], "warm_start_model_uri": champion["model_uri"] if warm_start else "",
+            # "" for a champion promoted before digests were recorded: the jobs refuse to load it (train: the
+            # champion is not scored and the challenger only has to beat the baseline).
+            "champion_model_sha256": record_digests(champion)}
+
+
+def record_digests(champion: dict[str, Any]) -> str:
+    """The champion record's model digests as the jobs' --*-sha256 argument ("" when it has none)."""
+    return encode_digests(decode_digests(champion.get(DIGESTS_KEY)))
+
+
+def pin_model(hook, candidate: str, pinned: str, manifest: dict[str, Any]) -> dict[str, str]:
+    """Copy the committed attempt to its pinned place; the model files by value, hashed on the way, and checked
+    against the digests the train job committed: the record then names exactly the bytes that were trained."""
+    written = (manifest.get("summary") or {}).get(DIGESTS_KEY)
+    expected = decode_digests(written)
+    if sorted(expected) != sorted(MODEL_FILES):
+        raise UnverifiedModelError(f"{candidate}: its train job recorded no SHA-256 digests of {list(MODEL_FILES)} "
+                                   f"(commit summary {DIGESTS_KEY}): it is never promoted. Clear train_model "
+                                   "and the tasks after it.")
+    contents = {path: read_bytes(hook, under(candidate, path)) for path in MODEL_FILES}
+    digests = {path: sha256_hex(data) for path, data in contents.items()}
+    for path, digest in digests.items():   # every file checked before anything is pinned
+        if digest != expected[path]:
+            raise UnverifiedModelError(f"{under(candidate, path)}: SHA-256 {digest} differs from the "
+                                       f"{expected[path]} its train job wrote: the file changed since. Not promoted.")
+    for path, data in contents.items():
+        write_bytes(hook, under(pinned, path), data)
+    copy_files(hook, candidate, pinned, [path for path in manifest["files"] if path not in MODEL_FILES])
+    return digests
 
 
 def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tolerance: float,
@@ -115,8 +151,8 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
                                 model_attempt_uri=candidate)
     if decision["promoted"]:
         pinned = pinned_model_uri(plan["champion_models"], candidate)
-        copy_files(hook, candidate, pinned, manifest["files"])
-        champion = {"model_uri": pinned, "source_model_uri": candidate,
+        digests = pin_model(hook, candidate, pinned, manifest)
+        champion = {"model_uri": pinned, "source_model_uri": candidate, DIGESTS_KEY: digests,
                     "val_exp_rmspe": metrics["best_val_exp_rmspe"], "gate_scores": scores,
                     "features_uri": plan["features"], "run_id": run_id, "as_of": plan["as_of"],
                     "promoted_at": datetime.now(timezone.utc).isoformat()}
@@ -137,6 +173,7 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
              "the promoted challenger" if decision["promoted"] else "the champion", plan["as_of"],
              champion["model_uri"], champion["as_of"])
     return {**decision, "candidate_model_uri": candidate, "champion_model_uri": champion["model_uri"],
+            "champion_model_sha256": record_digests(champion),
             "champion_run_id": champion["run_id"], "champion_as_of": champion["as_of"],
             "forecast_model": "challenger" if decision["promoted"] else "champion"}
 
@@ -161,9 +198,10 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     if missing:
         raise FileNotFoundError(f"The committed predict output lacks {missing}: the predict job's output "
                                 "contract is in docs/ARCHITECTURE.md")
-    expires_s = url_expiry_s()
-    log.info("forecast report (one self-contained page; this presigned link opens it for %.0f h): %s",
-             expires_s / 3600, presigned_url(hook, forecast["report_uri"], expires_s))
+    # The report's URI only: a presigned URL is a bearer credential, so it goes to the predict task's "Forecast
+    # report" extra link alone (report_link.py), never to a log or a return value.
+    log.info("forecast report (one self-contained page): %s; the predict task's \"%s\" link opens it",
+             forecast["report_uri"], ForecastReportLink.name)
     # Every published forecast is registered, backfills included, so later drops can score it (one PUT; a re-run
     # replaces the run's own record).
     write_json(hook, plan["forecast_record"], forecast_registry_record(forecast, summary))

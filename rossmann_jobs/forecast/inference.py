@@ -8,21 +8,22 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from rossmann_jobs import storage
 from rossmann_jobs.features.spec import FEATURE_COLS
 from rossmann_jobs.forecast.model_cache import load_model
+from rossmann_jobs.model_files import ModelSource
 
 LOG_FORECAST_COL = "LogSalesForecast"
 
 
 class BroadcastModel:
-    """The model file, read once on the driver (whose credentials reach the store) and broadcast to executors."""
+    """The model's artifact and weights, read and checked once on the driver (whose credentials reach the store:
+    ModelSource.weights_bytes verifies the SHA-256) and broadcast to executors, which build the model from them."""
 
-    def __init__(self, spark, model_file_uri: str):
-        self.uri = model_file_uri
-        self._broadcast = spark.sparkContext.broadcast(storage.read_bytes(model_file_uri))
+    def __init__(self, spark, source: ModelSource):
+        self.uri = source.attempt
+        self._broadcast = spark.sparkContext.broadcast((source.artifact, source.weights_bytes()))
 
-    def content(self) -> bytes:
+    def content(self) -> tuple[dict, bytes]:
         return self._broadcast.value
 
     def destroy(self) -> None:
@@ -41,11 +42,11 @@ def predict_log_sales(batch: pd.DataFrame, model) -> np.ndarray:
     return model(model_inputs(batch, model), training=False).numpy().reshape(-1).astype(np.float32)
 
 
-def forecast_batches(model_uri: str, model_bytes: Callable[[], bytes], keep: list[str], threads: int
+def forecast_batches(model_uri: str, model_content: Callable[[], tuple[dict, bytes]], keep: list[str], threads: int
                      ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """The mapInPandas function: takes the model from the per-process cache, then one forward pass per batch."""
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        model = load_model(model_uri, model_bytes, threads)
+        model = load_model(model_uri, model_content, threads)
         for batch in batches:
             out = batch[keep].copy()
             out[LOG_FORECAST_COL] = predict_log_sales(batch, model)

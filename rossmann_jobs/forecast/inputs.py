@@ -53,14 +53,14 @@ def check_values(df: DataFrame, source: str, vocab_sizes: dict[str, int], non_nu
     for column in non_null:
         if counts[f"nulls_{column}"]:
             bad = df.filter(F.col(column).isNull())
-            raise ForecastInputError(f"{source}: column {column} has {counts[f'nulls_{column}']} null value(s). "
-                                     f"Example rows: {example_rows(bad, ['StoreId', 'Date', column])}.")
+            raise ForecastInputError(f"{source}: column {column} has {counts[f'nulls_{column}']} null value(s), "
+                                     f"e.g. rows {example_rows(bad, ['StoreId', 'Date', column])}.")
     for column, size in vocab_sizes.items():
         if counts[f"out_{column}"]:
             bad = df.filter((F.col(column) < 0) | (F.col(column) >= size))
             raise ForecastInputError(
                 f"{source}: column {column} has {counts[f'out_{column}']} index(es) outside 0..{size - 1} (its "
-                f"vocab_size in metadata.json is {size}). Example rows: "
+                f"vocab_size in metadata.json is {size}), e.g. rows "
                 f"{example_rows(bad, ['StoreId', 'Date', column])}. Re-run the prepare job.")
     return counts["rows"]
 

@@ -1,16 +1,12 @@
-"""Load the Keras model at most once per Python worker process, keyed by its (immutable, committed) URI."""
+"""Build the Keras model at most once per Python worker process, keyed by its (immutable, committed) URI."""
 from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 import time
-from typing import Callable
+from typing import Any, Callable
 
-from rossmann_jobs.features.spec import FEATURE_COLS
-from rossmann_jobs.forecast.inputs import ForecastInputError
-from rossmann_jobs.output_layout import MODEL_FILE
+from rossmann_jobs.model_files import build_model
 from rossmann_jobs.spark_session import configure_logging
 
 log = logging.getLogger("rossmann.forecast")
@@ -33,32 +29,17 @@ def configure_tensorflow(threads: int) -> None:
         log.info("TensorFlow already initialised in pid %d; keeping its thread settings", os.getpid())
 
 
-def check_model_inputs(input_names: list[str], model_uri: str) -> None:
-    if sorted(input_names) != sorted(FEATURE_COLS):
-        raise ForecastInputError(
-            f"{model_uri}: model inputs {sorted(input_names)} do not match the feature spec {sorted(FEATURE_COLS)} "
-            "(one input per FEATURE_COLS column, named as the column).")
-
-
-def load_model(model_uri: str, model_bytes: Callable[[], bytes], threads: int = 1):
-    """The model at model_uri; `model_bytes` (the .h5 content) is only called the first time in this process."""
+def load_model(model_uri: str, model_content: Callable[[], tuple[dict[str, Any], bytes]], threads: int = 1):
+    """The model at model_uri; `model_content` ((artifact, weights.npz bytes), checked by the driver) is only
+    called the first time in this process. The network is built by this code: nothing of the file is executed."""
     if model_uri in _MODELS:
         return _MODELS[model_uri]
     if not logging.getLogger().handlers:  # a fresh Python worker: its stderr lands in the executor log
         configure_logging()
     configure_tensorflow(threads)
-    import tensorflow as tf
-
     start = time.perf_counter()
-    local_dir = tempfile.mkdtemp(prefix="rossmann-model-")
-    try:
-        local_file = os.path.join(local_dir, MODEL_FILE)
-        with open(local_file, "wb") as handle:
-            handle.write(model_bytes())
-        model = tf.keras.models.load_model(local_file, compile=False)  # reads the whole file: the copy can go
-    finally:
-        shutil.rmtree(local_dir, ignore_errors=True)
-    check_model_inputs(list(model.input_names), model_uri)
+    artifact, weights = model_content()
+    model = build_model(artifact, weights, model_uri)
     _MODELS[model_uri] = model
     log.info("loaded model %s in pid %d in %.1f s", model_uri, os.getpid(), time.perf_counter() - start)
     return model

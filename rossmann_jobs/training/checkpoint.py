@@ -1,14 +1,13 @@
 """Per-epoch training checkpoints under <out>/checkpoints/, each committed by a pointer object written last.
 
 Layout: `epoch-<K>-<id>/` (weights.h5, optimizer.npz, state.json) holds the latest training state and
-`best-<K>-<id>/model.h5` the best model so far; `latest.json` names both, relative to the checkpoint root. A single
-PUT (or local rename) is atomic, so a crash mid-write leaves the previous pointer valid; the next checkpoint removes
-the orphaned folders.
+`best-<K>-<id>/weights.npz` the best model's weights so far (model_files.weights_bytes: plain arrays); `latest.json`
+names both, relative to the checkpoint root. A single PUT (or local rename) is atomic, so a crash mid-write leaves
+the previous pointer valid; the next checkpoint removes the orphaned folders.
 """
 from __future__ import annotations
 
 import io
-import logging
 import os
 import tempfile
 import uuid
@@ -18,10 +17,13 @@ from typing import Any
 import numpy as np
 
 from rossmann_jobs import storage
+from rossmann_jobs.model_files import weights_bytes
+from rossmann_jobs.output_layout import MODEL_WEIGHTS_FILE
 
 CHECKPOINT_DIR = "checkpoints"
 POINTER_NAME = "latest.json"
-WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE, BEST_MODEL_FILE = "weights.h5", "optimizer.npz", "state.json", "model.h5"
+WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE = "weights.h5", "optimizer.npz", "state.json"
+BEST_MODEL_FILE = MODEL_WEIGHTS_FILE
 
 
 def checkpoint_root(out_uri: str) -> str:
@@ -55,9 +57,7 @@ def save(root: str, epoch: int, model, optimizer, state: dict[str, Any], is_best
         storage.write_json(storage.join(prefix, STATE_FILE), state)
         if is_best or previous is None:
             best_model = f"best-{tag}/{BEST_MODEL_FILE}"
-            model_path = os.path.join(tmp, BEST_MODEL_FILE)
-            save_model_h5(model, model_path)
-            _upload_file(model_path, storage.join(root, best_model))
+            storage.write_bytes(storage.join(root, best_model), weights_bytes(model))
         else:
             best_model = previous["best_model"]
     pointer = {"epoch": epoch, "state_dir": state_dir, "best_model": best_model,
@@ -65,17 +65,6 @@ def save(root: str, epoch: int, model, optimizer, state: dict[str, Any], is_best
     storage.write_json(storage.join(root, POINTER_NAME), pointer)
     _remove_unreferenced(root, keep={state_dir, best_model.split("/", 1)[0]})
     return pointer
-
-
-def save_model_h5(model, path: str) -> None:
-    """The whole model without optimizer, loadable with tf.keras.models.load_model(path, compile=False)."""
-    tf_logger = logging.getLogger("tensorflow")
-    level = tf_logger.level
-    tf_logger.setLevel(logging.ERROR)  # Keras warns on each save that a never-compiled model has no metrics
-    try:
-        model.save(path, include_optimizer=False, save_format="h5")
-    finally:
-        tf_logger.setLevel(level)
 
 
 def restore(root: str, pointer: dict[str, Any], model, optimizer) -> None:

@@ -13,15 +13,14 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from rossmann_jobs import storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel, with_log_forecast
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, rmspe
 from rossmann_jobs.forecast.predictions import with_min_partitions
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
-from rossmann_jobs.output_layout import ARTIFACT_FILE, MODEL_DIR, MODEL_FILE
-from rossmann_jobs.predict import model_attempt_uri
+from rossmann_jobs.model_files import ModelSource, open_model
+from rossmann_jobs.model_trust import IncompatibleModelError
 from rossmann_jobs.training.feature_set import FeatureSet
 from rossmann_jobs.training.splits import read_files
 
@@ -53,33 +52,42 @@ def score(rows: DataFrame, forecast_cols: dict[str, str]) -> dict[str, Any]:
     return result
 
 
+def incompatible(champion_model: str, why: str) -> dict[str, Any]:
+    """The facts of a champion that cannot be scored: a challenger that beats the baseline replaces it
+    (decide_promotion), once, when the feature spec or the model format changes."""
+    return {"champion_model_uri": champion_model, "champion_remapped": [], "champion_incompatible": why}
+
+
 def champion_forecast(rows: DataFrame, spark: SparkSession, features: FeatureSet, champion_model: str,
-                      threads: int) -> tuple[DataFrame, BroadcastModel | None, dict[str, Any]]:
+                      threads: int, champion_sha256: str = "") -> tuple[DataFrame, BroadcastModel | None,
+                                                                         dict[str, Any]]:
     """rows + CHAMPION_COL: the champion applied to the rows re-indexed to its own vocabularies (as predict does);
-    the rows unchanged and no model when the champion cannot read them."""
-    attempt = model_attempt_uri(champion_model)
-    model_dir = storage.join(attempt, MODEL_DIR)
-    artifact = storage.read_json(storage.join(model_dir, ARTIFACT_FILE))
+    the rows unchanged and no model when the champion cannot read them or is in an earlier format. A champion
+    outside the allowed prefixes or whose files differ from the recorded SHA-256 fails the job (UntrustedModelError)."""
+    try:
+        source = open_model(champion_model, champion_sha256)
+    except IncompatibleModelError as error:
+        log.warning("champion %s is not scored: %s", champion_model, error)
+        return rows, None, incompatible(champion_model, str(error))
+    attempt, artifact = source.attempt, source.artifact
     if artifact.get("feature_order") != FEATURE_COLS:
-        # A champion of an earlier feature spec cannot read these rows: it has no score, so a challenger that
-        # beats the baseline replaces it (decide_promotion), once, when the feature spec changes.
         log.warning("champion %s was trained on other feature columns than this code's: it is not scored", attempt)
-        return rows, None, {"champion_model_uri": champion_model, "champion_remapped": [],
-                            "champion_incompatible": "its feature columns differ from this code's"}
+        return rows, None, incompatible(champion_model, "its feature columns differ from this code's")
     mappings = mappings_to_model(features.metadata["vocabularies"], artifact["vocabularies"])
     if mappings:
         log.info("champion %s: re-indexing %s to its vocabularies (values it never saw: %s)", attempt,
                  sorted(mappings), unknown_counts(mappings))
-    model = BroadcastModel(spark, storage.join(model_dir, MODEL_FILE))
+    model = BroadcastModel(spark, source)
     # Re-indexing replaces the feature columns: it comes after the challenger and the baseline have used them.
     scored = with_model_forecast(remap_indices(rows, mappings), model, CHAMPION_COL, threads)
     return scored, model, {"champion_model_uri": champion_model, "champion_remapped": sorted(mappings)}
 
 
-def gate_scores(spark: SparkSession, features: FeatureSet, challenger_file: str,
-                champion_model: str | None) -> dict[str, Any]:
-    """metrics.json `gate_scores`: challenger (model file URI), champion (model URI; empty/None: no champion) and
-    naive baseline exp-RMSPE on every validation row, the row count and what was scored."""
+def gate_scores(spark: SparkSession, features: FeatureSet, challenger: ModelSource,
+                champion_model: str | None, champion_sha256: str = "") -> dict[str, Any]:
+    """metrics.json `gate_scores`: challenger (this job's own model), champion (model URI and its recorded
+    SHA-256 digests; empty/None: no champion) and naive baseline exp-RMSPE on every validation row, the row count
+    and what was scored."""
     validation = read_files(spark, features.validation_files)
     first_day = validation.agg(F.min(F.col("Date").cast("date")).alias("first")).first()["first"]
     # Fitted on the train split's rows dated before the validation window only: never on what it is scored on.
@@ -90,11 +98,12 @@ def gate_scores(spark: SparkSession, features: FeatureSet, challenger_file: str,
     rows = with_min_partitions(rows, spark.sparkContext.defaultParallelism)
     columns = {"challenger": CHALLENGER_COL, "baseline": BASELINE_COL}
     facts: dict[str, Any] = {"champion_model_uri": None, "champion_remapped": []}
-    models = [BroadcastModel(spark, challenger_file)]
+    models = [BroadcastModel(spark, challenger)]
     try:
         rows = with_model_forecast(rows, models[0], CHALLENGER_COL, threads)
         if champion_model:
-            rows, champion, facts = champion_forecast(rows, spark, features, champion_model, threads)
+            rows, champion, facts = champion_forecast(rows, spark, features, champion_model, threads,
+                                                      champion_sha256)
             if champion is not None:
                 models.append(champion)
                 columns["champion"] = CHAMPION_COL
@@ -104,7 +113,7 @@ def gate_scores(spark: SparkSession, features: FeatureSet, challenger_file: str,
             model.destroy()
     result = {"challenger": scores["challenger"], "champion": scores.get("champion"), "baseline": scores["baseline"],
               "validation_rows": scores["validation_rows"], "baseline_history_end": end.isoformat(),
-              "challenger_model_file": challenger_file, **facts}
+              "challenger_model_uri": challenger.attempt, **facts}
     log.info("gate scores on %d validation rows: challenger %s, champion %s, naive baseline %s",
              result["validation_rows"], result["challenger"], result["champion"], result["baseline"])
     return result

@@ -44,7 +44,8 @@ def build_model(vocab_sizes: Mapping[str, int], max_sales: float, params: TrainP
     """One Input per FEATURE_COLS column (named as the column, shape (1,)), output: predicted log(Sales).
 
     The reference's custom activation sigmoid(x) * log(max_sales) * 1.2 is Dense(sigmoid) followed by a constant
-    Rescaling, so the saved model loads with plain tf.keras.models.load_model and no custom objects.
+    Rescaling (stock layers only). A stored model is rebuilt by this function from its artifact's params and given
+its weights (rossmann_jobs/model_files.py): never deserialized.
     With `start`, the untrained model predicts about the train split's mean log(Sales) (output_bias), and the
     continuous batch normalization's moving statistics start at the split's mean and variance instead of 0 and 1:
     those are what evaluation uses, and at momentum 0.99 a short run (tens of steps) would otherwise evaluate

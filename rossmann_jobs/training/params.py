@@ -30,7 +30,7 @@ class TrainParams:
     l2: float = 5e-5
     dropout: float = 0.5
     warmup_epochs: int = 5
-    lr_schedule: str = "cosine"           # after warm-up: "cosine" decay to 0, or hold with "plateau" cuts (the reference)
+    lr_schedule: str = "cosine"           # after warm-up: decay to 0, or hold with "plateau" cuts (the reference)
     plateau_patience: int = 10            # ReduceLROnPlateau on val exp_rmspe
     plateau_factor: float = 0.1
     plateau_min_delta: float = 1e-4

@@ -6,15 +6,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
-from rossmann_jobs.output_layout import MODEL_FILE
 from rossmann_jobs.training.feature_set import FeatureSet
 from rossmann_jobs.training.params import TrainParams
 
 
 def artifact_description(features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> dict[str, Any]:
-    """model/artifact.json: everything predict needs besides model.h5 to turn prepared rows into Sales."""
+    """model/artifact.json: everything predict needs besides the weights to build the model (params, vocab_sizes,
+    max_sales) and turn prepared rows into Sales. model_files.write_model adds its format and weights file."""
     return {
-        "model_file": MODEL_FILE,
         "feature_order": FEATURE_COLS,
         "categorical": CATEGORICAL_COLS,
         "continuous": CONTINUOUS_COLS,

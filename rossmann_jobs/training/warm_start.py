@@ -1,22 +1,24 @@
 """Warm start: a new model begins from an earlier model's weights, embedding rows re-indexed to today's vocabularies.
 
-The driver plans it (plan_warm_start): the earlier model must have the same architecture (hidden units, embedding
-width) and feature columns, else the run starts cold and says why. Each categorical value keeps the embedding row it
-had in the earlier model; a value that model never saw gets the fresh (random) row of the new model, and the
-"unknown" row 0 carries over. Rank 0 loads the weights (load_weights) before they are broadcast to every rank.
+The driver plans it (plan_warm_start): the earlier model must be in this code's format (model_files.py: params +
+weights, never a whole Keras model), have the same architecture (hidden units, embedding width) and feature columns,
+else the run starts cold and says why; one outside the allowed prefixes or unlike its recorded SHA-256 fails the
+run. Each categorical value keeps the embedding row it had in the earlier model; a value that model never saw gets
+the fresh (random) row of the new model, and the "unknown" row 0 carries over. Rank 0 reads the weights (plain
+arrays, checked against the recorded SHA-256 again: it reads them after the driver did) before they are broadcast
+to every rank.
 Optimizer slots and the learning-rate schedule start fresh: a warm start is a fine-tune, not a resumed run.
 Point in time: the DAG passes the champion as of D (trained on data <= D), so a warm start never sees the future.
 """
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from rossmann_jobs import storage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, UNKNOWN_INDEX
+from rossmann_jobs.model_files import ModelSource, open_model, read_weights
+from rossmann_jobs.model_trust import IncompatibleModelError
 from rossmann_jobs.training.feature_set import FeatureSet
 from rossmann_jobs.training.params import TrainParams
 
@@ -28,7 +30,7 @@ FRESH_ROW = -1   # embedding_rows entry: a value the earlier model never saw kee
 @dataclass(frozen=True)
 class WarmStart:
     source_model: str                     # the model (train output or attempt) as given
-    model_file: str                       # its model.h5
+    source: ModelSource                   # its checked artifact and recorded digests
     embedding_rows: dict[str, list[int]]  # per categorical column: new index -> earlier model's row (FRESH_ROW: none)
     max_sales_ratio: float                # new max_sales / earlier max_sales (the output layer's scale follows it)
 
@@ -36,7 +38,7 @@ class WarmStart:
         return {column: rows.count(FRESH_ROW) for column, rows in self.embedding_rows.items() if FRESH_ROW in rows}
 
     def describe(self) -> dict[str, Any]:
-        return {"source_model": self.source_model, "model_file": self.model_file,
+        return {"source_model": self.source_model, "model_attempt": self.source.attempt,
                 "fresh_embedding_rows": self.fresh_rows(), "max_sales_ratio": self.max_sales_ratio}
 
 
@@ -46,13 +48,15 @@ def embedding_rows(new_values: list[Any], old_values: list[Any]) -> list[int]:
     return [UNKNOWN_INDEX] + [old_row.get(value, FRESH_ROW) for value in new_values]
 
 
-def plan_warm_start(model_uri: str, features: FeatureSet, params: TrainParams) -> tuple[WarmStart | None, str]:
-    """(plan, "") or (None, why the model cannot seed this run). model_uri: a committed train output or attempt."""
-    from rossmann_jobs.output_layout import ARTIFACT_FILE, MODEL_DIR, MODEL_FILE
-    from rossmann_jobs.predict import model_attempt_uri
-
-    attempt = model_attempt_uri(model_uri)
-    artifact = storage.read_json(storage.join(attempt, MODEL_DIR, ARTIFACT_FILE))
+def plan_warm_start(model_uri: str, features: FeatureSet, params: TrainParams,
+                    model_sha256: str = "") -> tuple[WarmStart | None, str]:
+    """(plan, "") or (None, why the model cannot seed this run). model_uri: a committed train output or attempt,
+    model_sha256 its recorded digests (model_trust.encode_digests; empty: those its train job committed)."""
+    try:
+        source = open_model(model_uri, model_sha256)
+    except IncompatibleModelError as error:
+        return None, str(error)
+    artifact = source.artifact
     earlier = TrainParams.from_dict(artifact.get("params", {}))
     if earlier.architecture() != params.architecture():
         return None, f"its architecture {earlier.architecture()} differs from this run's {params.architecture()}"
@@ -63,23 +67,20 @@ def plan_warm_start(model_uri: str, features: FeatureSet, params: TrainParams) -
     if missing:
         return None, f"its artifact has no vocabulary for {missing}"
     rows = {column: embedding_rows(vocabularies[column], old_vocabularies[column]) for column in CATEGORICAL_COLS}
-    return WarmStart(source_model=model_uri, model_file=storage.join(attempt, MODEL_DIR, MODEL_FILE),
+    return WarmStart(source_model=model_uri, source=source,
                      embedding_rows=rows, max_sales_ratio=features.max_sales / float(artifact["max_sales"])), ""
 
 
 def load_weights(model, warm: WarmStart) -> None:
-    """Copy the earlier model's weights into `model` (built for today's vocabularies), layer by layer by name."""
-    import tensorflow as tf
-
-    with tempfile.TemporaryDirectory(prefix="rossmann-warm-") as tmp:
-        path = os.path.join(tmp, "model.h5")
-        with open(path, "wb") as handle:
-            handle.write(storage.read_bytes(warm.model_file))
-        earlier = tf.keras.models.load_model(path, compile=False)
+    """Copy the earlier model's weights (plain arrays) into `model` (built for today's vocabularies), layer by
+    layer by name."""
+    earlier = read_weights(warm.source.weights_bytes(), warm.source.attempt)
     for layer in model.layers:
         if not layer.weights:
             continue
-        source = earlier.get_layer(layer.name).get_weights()
+        if layer.name not in earlier:
+            raise IncompatibleModelError(f"{warm.source.attempt}: its weights have no layer {layer.name}")
+        source = earlier[layer.name]
         if layer.name.startswith("emb_"):
             table = layer.get_weights()[0]
             for index, row in enumerate(warm.embedding_rows[layer.name[len("emb_"):]]):

@@ -54,7 +54,14 @@ SCORING_TASKS = {"score_forecasts", "publish_scores"}   # skipped on a stack's f
 STACK_READY_TIMEOUT_S = 900
 RUN_TIMEOUT_S = 2700
 SECRET_NAMES = ("POSTGRES_PASSWORD", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_API_SECRET_KEY",
-                "AIRFLOW_JWT_SECRET", "ROSSMANN_S3_SECRET_KEY", "MINIO_ROOT_PASSWORD")
+                "AIRFLOW_JWT_SECRET", "ROSSMANN_S3_SECRET_KEY", "ROSSMANN_S3_JOBS_SECRET_KEY",
+                "ROSSMANN_S3_LANDER_SECRET_KEY", "MINIO_ROOT_PASSWORD")
+# What each least-privilege identity (docker/minio/minio-init.sh) must be allowed, and refused (AccessDenied).
+IDENTITY_EXPECTATIONS = {"lander put raw/": "allowed", "lander put models/": "AccessDenied",
+                         "lander put runs/": "AccessDenied", "lander get models/champion.json": "AccessDenied",
+                         "lander get a run's manifest": "AccessDenied", "lander list the bucket": "AccessDenied",
+                         "jobs put models/": "AccessDenied", "jobs put raw/": "AccessDenied",
+                         "airflow put raw/": "AccessDenied"}
 
 
 def say(message: str) -> None:
@@ -202,6 +209,33 @@ def land_drop(compose: Compose, bucket: str) -> str:
     return f"s3://{bucket}/raw/{AS_OF}"
 
 
+def probe_identities(endpoint: str, settings: dict[str, str], bucket: str, plan: dict) -> dict[str, str]:
+    """Each least-privilege identity tried against the stack's MinIO after the run: "allowed" or the S3 error code.
+    The objects read exist by then, so a refusal is AccessDenied, not NoSuchKey."""
+    from botocore.exceptions import ClientError
+
+    users = {name: S3(endpoint, settings[f"ROSSMANN_S3_{infix}ACCESS_KEY"], settings[f"ROSSMANN_S3_{infix}SECRET_KEY"])
+             for name, infix in (("lander", "LANDER_"), ("jobs", "JOBS_"), ("airflow", ""))}
+
+    def attempt(user: str, call: str, **kwargs) -> str:
+        try:
+            getattr(users[user].client, call)(Bucket=bucket, **kwargs)
+            return "allowed"
+        except ClientError as error:
+            return error.response["Error"]["Code"]
+
+    manifest_key = plan["model"].removeprefix(f"s3://{bucket}/") + "/_SUCCESS"
+    return {"lander put raw/": attempt("lander", "put_object", Key="raw/_identity-probe/lander", Body=b"probe"),
+            "lander put models/": attempt("lander", "put_object", Key="models/_identity-probe", Body=b"probe"),
+            "lander put runs/": attempt("lander", "put_object", Key="runs/_identity-probe", Body=b"probe"),
+            "lander get models/champion.json": attempt("lander", "get_object", Key="models/champion.json"),
+            "lander get a run's manifest": attempt("lander", "get_object", Key=manifest_key),
+            "lander list the bucket": attempt("lander", "list_objects_v2", Prefix=""),
+            "jobs put models/": attempt("jobs", "put_object", Key="models/_identity-probe", Body=b"probe"),
+            "jobs put raw/": attempt("jobs", "put_object", Key="raw/_identity-probe/jobs", Body=b"probe"),
+            "airflow put raw/": attempt("airflow", "put_object", Key="raw/_identity-probe/airflow", Body=b"probe")}
+
+
 def task_instances(api: AirflowRest, path: str) -> dict[str, dict]:
     return {ti["task_id"]: ti for ti in api.call("GET", f"{path}/taskInstances")[1]["task_instances"]}
 
@@ -316,6 +350,10 @@ def checks(evidence: dict, killed: bool) -> dict[str, str | None]:
           f"gate {gate}, champion {champion}")
     leaked = {name: where for name, where in evidence.get("secrets_found", {}).items() if where}
     check("no secret in task or container logs", not leaked, f"found: {leaked}")
+    if "local" not in evidence.get("s3_server", ""):
+        identities = evidence.get("identities", {})
+        check("each S3 identity reaches only its prefixes", identities == IDENTITY_EXPECTATIONS,
+              f"got {identities}, expected {IDENTITY_EXPECTATIONS}")
     both = set(re.findall(r"rank (\d)/2 runs in Spark executor dir \S+ \(host (\S+),",
                           "\n".join(evidence.get("logs", {}).get("train_model", []))))
     check("the two ranks ran on two worker containers", len({host for _, host in both}) >= 2, f"placements {both}")
@@ -420,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
         evidence["xcom"] = {task: xcom(api, path, task)
                             for task in ("plan_run", "read_train_metrics", "quality_gate", "publish_forecast")}
         evidence["outputs"] = outputs(s3, evidence["xcom"]["plan_run"], evidence["xcom"]["publish_forecast"])
+        if "local" not in evidence.get("s3_server", ""):   # moto (the local stand-in) enforces no policy
+            evidence["identities"] = probe_identities(f"http://127.0.0.1:{settings['MINIO_API_PORT']}", settings,
+                                                      bucket, evidence["xcom"]["plan_run"])
         evidence["health"] = container_health(compose)
         evidence["peak_memory_bytes"] = peak_memory(compose)
         evidence["spark_master"] = get_json(f"http://127.0.0.1:{settings['SPARK_UI_PORT']}/json/")

@@ -132,7 +132,7 @@ def test_the_promoted_model_is_the_pinned_champion(evidence):
     assert gate["promoted"] is True and gate["candidate_model_uri"] == metrics["model_attempt_uri"]
     assert champion["model_uri"] == gate["champion_model_uri"] and champion["source_model_uri"] == metrics[
         "model_attempt_uri"]
-    assert f"{champion['model_uri']}/model/model.h5" in evidence["outputs"]["champion_files"]
+    assert f"{champion['model_uri']}/model/weights.npz" in evidence["outputs"]["champion_files"]
     assert metrics["best_val_exp_rmspe"] < 0.5   # a model that learned
 
 
@@ -145,3 +145,15 @@ def test_no_secret_reached_a_task_log_or_a_container_log(evidence):
 
 def test_teardown_removed_every_container_volume_and_network(evidence):
     assert evidence["teardown"]["left"] == {"containers": [], "volumes": [], "networks": []}
+
+
+def test_each_s3_identity_reaches_only_its_prefixes(evidence):
+    """The lander writes raw/ and nothing else, and reads nothing outside raw/; the jobs cannot write models/ (only
+    the gate pins champions); Airflow cannot write raw/ (docker/minio/minio-init.sh, docs/deploy.md). Only with
+    MinIO: the local stand-in (moto) enforces no policy; tests/jobs/test_s3_policies.py checks the policies' text."""
+    if "local" in evidence.get("s3_server", ""):
+        pytest.skip("the stack ran the local S3 server (moto), which enforces no policy")
+    probe = evidence["identities"]
+    assert probe["lander put raw/"] == "allowed", probe   # the probe reaches MinIO: a refusal below is a policy's
+    assert {name: code for name, code in probe.items() if name != "lander put raw/"} == {
+        name: "AccessDenied" for name in probe if name != "lander put raw/"}, probe

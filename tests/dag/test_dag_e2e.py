@@ -13,12 +13,13 @@ import io
 import json
 import math
 import os
-import re
 import subprocess
 import urllib.request
 
 import pytest
 
+from rossmann_jobs.model_trust import sha256_hex
+from rossmann_jobs.output_layout import MODEL_FILES
 from stack_helpers import (
     AIRFLOW_PYTHON,
     DAG_ID,
@@ -120,7 +121,7 @@ def test_train_metrics_xcom_matches_the_committed_metrics_file(dag_test_stack, f
     assert metrics["samples_per_s"] > 0
     assert metrics["model_uri"] == plan["model"]
     keys = dag_test_stack.list_keys(attempt)
-    assert f"{attempt}/model/model.h5" in keys and f"{attempt}/model/artifact.json" in keys
+    assert f"{attempt}/model/weights.npz" in keys and f"{attempt}/model/artifact.json" in keys
 
 
 def test_first_model_becomes_champion(dag_test_stack, first_run):
@@ -141,13 +142,17 @@ def test_first_model_becomes_champion(dag_test_stack, first_run):
     assert gate["champion_model_uri"] == pinned
     manifest = dag_test_stack.read_json(f"{plan['model']}/_SUCCESS")
     assert dag_test_stack.list_keys(pinned) == sorted(f"{pinned}/{name}" for name in manifest["files"])
-    assert (dag_test_stack.read_bytes(f"{pinned}/model/model.h5")
-            == dag_test_stack.read_bytes(f"{attempt}/model/model.h5"))
+    assert (dag_test_stack.read_bytes(f"{pinned}/model/weights.npz")
+            == dag_test_stack.read_bytes(f"{attempt}/model/weights.npz"))
     champion = dag_test_stack.read_json(plan["champion"])
     assert champion["model_uri"] == pinned and champion["source_model_uri"] == attempt
     assert champion["val_exp_rmspe"] == pytest.approx(metrics["best_val_exp_rmspe"])
     predict_args = first_run["summary"]["rendered_fields"]["predict"]["application_args"]
     assert predict_args[predict_args.index("--model") + 1] == pinned
+    # The record holds the SHA-256 of the pinned model files, and predict loads the champion only as recorded.
+    assert champion["model_sha256"] == {name: sha256_hex(dag_test_stack.read_bytes(f"{pinned}/{name}"))
+                                        for name in MODEL_FILES}
+    assert json.loads(predict_args[predict_args.index("--model-sha256") + 1]) == champion["model_sha256"]
 
 
 def test_forecast_is_published_with_submission_and_report(dag_test_stack, first_run):
@@ -169,21 +174,17 @@ def test_forecast_is_published_with_submission_and_report(dag_test_stack, first_
 
 
 def test_the_report_is_one_page_that_opens_from_the_task_link_and_the_log(dag_test_stack, first_run):
-    """The predict task's "Forecast report" extra link and publish_forecast's log line both carry a presigned URL
-    that opens the committed report without credentials; the page embeds its plots, the gate comparison of this
-    run and the training curves."""
+    """The predict task's "Forecast report" extra link carries a presigned URL that opens the committed report
+    without credentials; the page embeds its plots, the gate comparison of this run and the training curves."""
     forecast = first_run["summary"]["xcom"]["publish_forecast"]
     gate = first_run["summary"]["xcom"]["quality_gate"]
     attempt = forecast["report_uri"].rsplit("/report/", 1)[0]
     assert dag_test_stack.list_keys(f"{attempt}/report") == [forecast["report_uri"]], "one self-contained file"
     page = dag_test_stack.read_bytes(forecast["report_uri"])
     link = first_run["summary"]["links"]["predict"]
-    logged = re.findall(r"forecast report \(one self-contained page; this presigned link opens it for 24 h\): (\S+)",
-                        first_run["output"])
-    assert link.startswith("http") and "X-Amz-Signature=" in link and logged and "X-Amz-Signature=" in logged[0]
-    for url in (link, logged[0]):
-        with urllib.request.urlopen(url, timeout=30) as response:   # no credentials: the signature is the access
-            assert response.read() == page
+    assert link.startswith("http") and "X-Amz-Signature=" in link
+    with urllib.request.urlopen(link, timeout=30) as response:   # no credentials: the signature is the access
+        assert response.read() == page
     text = page.decode()
     assert text.count('<img src="data:image/png;base64,') == text.count("<img ") >= 5
     assert "Model selection (quality gate)" in text and "Training curves" in text
@@ -214,6 +215,16 @@ def test_forecast_asset_event_is_emitted(first_run):
     events = first_run["summary"]["asset_events"]
     assert [event["name"] for event in events] == ["rossmann_forecast"]
     assert events[0]["extra"]["submission_uri"] == forecast["submission_uri"]
+
+
+def test_presigned_urls_reach_only_the_extra_link(first_run):
+    """A presigned URL is a bearer credential: no task log and no task's XCom value holds one; the report link's own
+    XCom does (the negative control: a logged one would be found the same way)."""
+    output = first_run["output"]
+    assert "forecast report (one self-contained page)" in output   # publish_forecast's log is among those searched
+    assert "X-Amz-Signature" not in output and "X-Amz-Credential" not in output
+    assert "X-Amz-Signature" not in json.dumps(first_run["summary"]["xcom"])
+    assert "X-Amz-Signature=" in first_run["summary"]["links"]["predict"]
 
 
 def test_s3_secret_never_reaches_logs_xcom_or_rendered_fields(dag_test_stack, first_run):
@@ -535,7 +546,7 @@ def test_rerun_keeps_the_pinned_champion_byte_for_byte(dag_test_stack, first_run
     assert predict_args[predict_args.index("--model") + 1] == pinned
     # The re-run's train commit removed the first model attempt; the champion's pinned copy is untouched.
     assert dag_test_stack.list_keys(before["model_attempt"]) == []
-    assert f"{pinned}/model/model.h5" in dag_test_stack.list_keys(pinned)
+    assert f"{pinned}/model/weights.npz" in dag_test_stack.list_keys(pinned)
     assert dag_test_stack.read_json(f"{pinned}/metrics.json") == before["model_metrics"]
 
 

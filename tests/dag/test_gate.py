@@ -1,9 +1,11 @@
 """The quality gate: champion as of a date (history), the rule on same-row scores, and its S3 shell on a fake hook."""
 from __future__ import annotations
 
+import io
 import json
 import math
 from datetime import date
+from types import SimpleNamespace
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
@@ -12,6 +14,7 @@ from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_pro
 from rossmann.steps import NoModelError, apply_quality_gate, find_champion
 from rossmann.uris import plan_run_uris
 from rossmann_jobs.commit_protocol import manifest_document, manifest_uri
+from rossmann_jobs.model_trust import sha256_hex
 
 HISTORY = "s3://b/models/champions/history"
 
@@ -141,7 +144,7 @@ def test_a_rerun_of_the_champions_run_must_be_strictly_better(candidate, toleran
 # --- the S3 shell on an in-memory hook --------------------------------------------------------------------------
 
 class FakeS3Hook:
-    """The S3Hook calls plugins/rossmann/outputs.py makes, on a dict of (bucket, key) -> text."""
+    """The S3Hook calls plugins/rossmann/outputs.py makes, on a dict of (bucket, key) -> text or bytes."""
 
     def __init__(self):
         self.objects: dict[tuple[str, str], str] = {}
@@ -163,6 +166,14 @@ class FakeS3Hook:
     def list_keys(self, bucket_name, prefix=""):
         return sorted(key for bucket, key in self.objects if bucket == bucket_name and key.startswith(prefix))
 
+    def load_bytes(self, bytes_data, key, bucket_name, replace=False):
+        self.objects[(bucket_name, key)] = bytes_data
+
+    def get_key(self, key, bucket_name):
+        data = self.objects[(bucket_name, key)]
+        body = data if isinstance(data, bytes) else data.encode()
+        return SimpleNamespace(get=lambda: {"Body": io.BytesIO(body)})
+
     def copy_object(self, source_bucket_key, dest_bucket_key):
         self.objects[self._split(dest_bucket_key)] = self.objects[self._split(source_bucket_key)]
 
@@ -170,14 +181,20 @@ class FakeS3Hook:
         return json.loads(self.objects[self._split(uri)])
 
 
+def model_files(run_id: str) -> dict[str, bytes]:
+    return {"model/artifact.json": f'{{"run": "{run_id}"}}'.encode(), "model/weights.npz": f"weights {run_id}".encode()}
+
+
 def trained(hook: FakeS3Hook, as_of: str, run_id: str, gate_scores: dict) -> tuple[dict, dict]:
     """A committed model output of one run, and read_train_metrics' XCom for it."""
     plan = plan_run_uris("b", date.fromisoformat(as_of), run_id)
     attempt = f"{plan['model']}/attempts/a-{run_id}"
-    for name, content in (("model/model.h5", "weights"), ("metrics.json", "{}")):
-        hook.load_string(content, *reversed(hook._split(f"{attempt}/{name}")))
-    files = [f"{attempt}/{name}" for name in ("model/model.h5", "metrics.json")]
-    hook.load_string(json.dumps(manifest_document(plan["model"], attempt, files, {})),
+    contents = {**model_files(run_id), "metrics.json": b"{}"}
+    for name, content in contents.items():
+        hook.load_bytes(content, *reversed(hook._split(f"{attempt}/{name}")))
+    files = [f"{attempt}/{name}" for name in contents]
+    digests = {name: sha256_hex(content) for name, content in contents.items() if name.startswith("model/")}
+    hook.load_string(json.dumps(manifest_document(plan["model"], attempt, files, {"model_sha256": digests})),
                      *reversed(hook._split(manifest_uri(plan["model"]))))
     metrics = {"model_attempt_uri": attempt, "metrics_uri": f"{attempt}/metrics.json",
                "best_val_exp_rmspe": gate_scores["challenger"], "gate_scores": gate_scores}
@@ -201,7 +218,13 @@ def test_history_by_as_of_date_and_the_newest_pointer():
     assert first["champion_model_uri"] == pinned and first["champion_as_of"] == "2015-07-31"
     assert hook.json(f"{HISTORY}/2015-07-31.json")["model_uri"] == pinned
     assert hook.json("s3://b/models/champion.json")["model_uri"] == pinned
-    assert hook.objects[("b", "models/champions/2015-07-31/r1/a-r1/model/model.h5")] == "weights"
+    assert hook.objects[("b", "models/champions/2015-07-31/r1/a-r1/model/weights.npz")] == b"weights r1"
+    # The record holds the SHA-256 of the pinned model files, and hands them on to the jobs that load it.
+    recorded = hook.json(f"{HISTORY}/2015-07-31.json")["model_sha256"]
+    assert recorded == {name: sha256_hex(content) for name, content in model_files("r1").items()}
+    assert json.loads(first["champion_model_sha256"]) == recorded
+    assert json.loads(find_champion(hook, plan_run_uris("b", date(2015, 8, 1), "r9"))["champion_model_sha256"]) == (
+        recorded)
 
     # A backfill of an earlier date never sees the later champion: it is promoted on the baseline alone, gets its
     # own record, and the pointer keeps the newest date's champion.
@@ -303,3 +326,38 @@ def test_warm_start_uses_the_champion_as_of_the_date_never_a_later_one():
     assert find_champion(hook, plan_run_uris("b", date(2015, 7, 15), "r4"))["warm_start_model_uri"] == ""   # off
     first = find_champion(hook, plan_run_uris("b", date(2015, 7, 1), "r5"), warm_start=True)
     assert first["warm_start_model_uri"] == first["champion_model_uri"] == ""   # no champion yet: a cold start
+
+
+def test_a_model_changed_after_its_train_job_wrote_it_is_never_promoted():
+    from rossmann.steps import UnverifiedModelError
+
+    hook = FakeS3Hook()
+    plan, metrics = trained(hook, "2015-07-31", "r1", scores(0.2, 0.5))
+    weights = hook._split(f"{metrics['model_attempt_uri']}/model/weights.npz")
+    hook.objects[weights] = b"planted weights"
+    with pytest.raises(UnverifiedModelError, match=r"weights\.npz: SHA-256 .* differs from the .* its train job wrote"):
+        apply_quality_gate(hook, plan, metrics, 0.0, "r1")
+    assert not any(key.startswith("models/") for _, key in hook.objects)   # nothing pinned, no record
+    # Negative control: the same run with the file as written is promoted.
+    hook.objects[weights] = model_files("r1")["model/weights.npz"]
+    assert apply_quality_gate(hook, plan, metrics, 0.0, "r1")["promoted"]
+
+
+def test_a_model_without_recorded_digests_is_never_promoted():
+    from rossmann.steps import UnverifiedModelError
+
+    hook = FakeS3Hook()
+    plan, metrics = trained(hook, "2015-07-31", "r1", scores(0.2, 0.5))
+    manifest = hook._split(manifest_uri(plan["model"]))
+    document = json.loads(hook.objects[manifest])
+    hook.objects[manifest] = json.dumps({**document, "summary": {}})   # a train output of an earlier release
+    with pytest.raises(UnverifiedModelError, match="recorded no SHA-256 digests"):
+        apply_quality_gate(hook, plan, metrics, 0.0, "r1")
+
+
+def test_a_champion_recorded_before_digests_is_handed_on_without_any():
+    hook = FakeS3Hook()
+    hook.load_string(json.dumps(record(as_of="2015-07-01")), "models/champions/history/2015-07-01.json", "b")
+    found = find_champion(hook, plan_run_uris("b", date(2015, 7, 31), "r1"), warm_start=True)
+    # The train job then refuses to load it (the model is in the old format too): not scored, no warm start.
+    assert found["champion_model_uri"] and found["champion_model_sha256"] == ""

@@ -70,7 +70,7 @@ def test_train_summary_extracts_the_gate_inputs():
                "stopped_early": True, "mean_samples_per_second": 950.5, "horovod_size": 2, "ranks": [{}, {}],
                "gate_scores": scores,
                "warm_start": {"requested": "s3://b/champ", "used": True, "source_model": "s3://b/champ",
-                              "model_file": "s3://b/champ/model/model.h5", "fresh_embedding_rows": {"Store": 1}}}
+                              "model_attempt": "s3://b/champ/attempts/a1", "fresh_embedding_rows": {"Store": 1}}}
     assert train_summary(metrics, "s3://b/m/metrics.json") == {
         "best_val_exp_rmspe": 0.18, "best_epoch": 3, "epochs_run": 4, "stopped_early": True, "samples_per_s": 950.5,
         "horovod_size": 2, "gate_scores": scores,

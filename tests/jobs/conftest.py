@@ -68,3 +68,27 @@ def s3_bucket(s3_server):
     name = f"test-{uuid.uuid4().hex[:10]}"
     boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=name)
     return f"s3://{name}"
+
+
+@pytest.fixture()
+def storage_root(tmp_path, monkeypatch):
+    """This test's storage root (ROSSMANN_STORAGE_ROOT, inherited by the jobs it starts): models load only from
+    <tmp_path>/models/ and <tmp_path>/runs/ (rossmann_jobs/model_trust.py)."""
+    from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+
+    monkeypatch.setenv(STORAGE_ROOT_ENV, str(tmp_path))
+    return str(tmp_path)
+
+
+@pytest.fixture()
+def horovod_binding_restored(monkeypatch):
+    """Horovod's find_port references and Spark task factory as they are now, restored after the test: the train
+    job replaces them process-wide (rossmann_jobs/training/network.py)."""
+    import horovod.runner.common.util.network as service_network
+    import horovod.runner.http.http_server as http_server
+    import horovod.runner.util.network as util_network
+    import horovod.spark.runner as spark_runner
+
+    for module in (util_network, service_network, http_server):
+        monkeypatch.setattr(module, "find_port", module.find_port)
+    monkeypatch.setattr(spark_runner, "_make_mapper", spark_runner._make_mapper)

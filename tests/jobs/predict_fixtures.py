@@ -1,10 +1,7 @@
-"""Tiny contract-conforming inputs for predict tests: a committed features output and a committed Keras model."""
+"""Tiny contract-conforming inputs for predict tests: a committed features output and a committed model."""
 from __future__ import annotations
 
 import io
-import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
@@ -13,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rossmann_jobs import storage
+from rossmann_jobs import model_files, storage
 from rossmann_jobs.features.spec import (
     CATEGORICAL_COLS,
     CONTINUOUS_COLS,
@@ -24,6 +21,9 @@ from rossmann_jobs.features.spec import (
     TRAIN_DIR,
     VALIDATION_DIR,
 )
+from rossmann_jobs.model_trust import DIGESTS_KEY
+from rossmann_jobs.training.model import build_model as build_network
+from rossmann_jobs.training.params import TrainParams
 
 STORE_IDS = [1, 3, 7, 12, 25, 40]     # non-contiguous, so a raw id used as an index would show
 MAX_SALES = 20000.0
@@ -148,40 +148,46 @@ def expected_baseline(history: pd.DataFrame, rows: pd.DataFrame, end: date, days
     return np.exp(out.fillna(window[LABEL_COL].median()).astype(float))
 
 
+FIXTURE_PARAMS = TrainParams(hidden_units=(16,), embedding_dim=3)
+
+
 def build_model(vocabs: dict[str, list], seed: int = 7):
-    """A small model with the reference's shape: embeddings + batch-normalised continuous -> dense -> scaled sigmoid."""
+    """A small model built as the train job builds it (training/model.py), so predict can rebuild it from its
+    artifact: embeddings + batch-normalised continuous -> dense -> scaled sigmoid."""
     import tensorflow as tf
 
-    layers = tf.keras.layers
     tf.keras.utils.set_random_seed(seed)
-    inputs = {c: layers.Input(shape=(1,), name=c) for c in FEATURE_COLS}
-    embedded = [layers.Embedding(len(vocabs[c]) + 1, 3, name=f"emb_{c}")(inputs[c]) for c in CATEGORICAL_COLS]
-    continuous = layers.Concatenate()([layers.Reshape((1, 1))(inputs[c]) for c in CONTINUOUS_COLS])
-    hidden = layers.Flatten()(layers.Concatenate()(embedded + [layers.BatchNormalization()(continuous)]))
-    hidden = layers.Dense(16, activation="relu")(hidden)
-    output = layers.Rescaling(math.log(MAX_SALES) * 1.2)(layers.Dense(1, activation="sigmoid")(hidden))
-    return tf.keras.Model([inputs[c] for c in FEATURE_COLS], output)
+    return build_network({c: len(vocabs[c]) + 1 for c in CATEGORICAL_COLS}, MAX_SALES, FIXTURE_PARAMS)
 
 
-def write_model(out_uri: str, vocabs: dict[str, list] | None = None, features_uri: str = "", model=None) -> str:
-    """Commit model/model.h5 + model/artifact.json + metrics.json under out_uri; returns the model.h5 local copy."""
+def model_artifact(vocabs: dict[str, list], features_uri: str = "") -> dict:
+    return {"feature_order": FEATURE_COLS, "vocab_sizes": {c: len(vocabs[c]) + 1 for c in CATEGORICAL_COLS},
+            "vocabularies": vocabs, "max_sales": MAX_SALES, "label_transform": "log", "features_uri": features_uri,
+            "trained_at": "2015-07-31T00:00:00+00:00", "horovod_size": 2, "best_val_exp_rmspe": 0.5,
+            "params": FIXTURE_PARAMS.to_dict()}
+
+
+def commit_model(out_uri: str, model, artifact: dict) -> tuple[str, dict]:
+    """Commit a model attempt (artifact.json + weights.npz) under out_uri as the train job does, the digests in its
+    manifest; returns (the attempt, the digests)."""
+    attempt = storage.new_attempt_uri(out_uri)
+    digests = model_files.write_model(attempt, artifact, model_files.weights_bytes(model))
+    storage.commit(out_uri, attempt, {DIGESTS_KEY: digests})
+    return attempt, digests
+
+
+def write_model(out_uri: str, vocabs: dict[str, list] | None = None, features_uri: str = "", model=None) -> dict:
+    """Commit model/artifact.json + model/weights.npz + metrics.json under out_uri, the digests in the manifest
+    (as the train job does); returns the digests."""
     vocabs = vocabs or vocabularies()
     model = model or build_model(vocabs)
-    local = os.path.join(tempfile.mkdtemp(prefix="predict-fixture-"), "model.h5")
-    model.save(local)
     attempt = storage.new_attempt_uri(out_uri)
-    with open(local, "rb") as handle:
-        storage.write_bytes(storage.join(attempt, "model", "model.h5"), handle.read())
-    storage.write_json(storage.join(attempt, "model", "artifact.json"), {
-        "feature_order": FEATURE_COLS, "vocab_sizes": {c: len(vocabs[c]) + 1 for c in CATEGORICAL_COLS},
-        "vocabularies": vocabs, "max_sales": MAX_SALES, "label_transform": "log", "features_uri": features_uri,
-        "trained_at": "2015-07-31T00:00:00+00:00", "horovod_size": 2, "best_val_exp_rmspe": 0.5,
-    })
+    digests = model_files.write_model(attempt, model_artifact(vocabs, features_uri), model_files.weights_bytes(model))
     history = [{"epoch": e, "train_loss": 1.0 / e, "val_loss": 1.2 / e, "train_exp_rmspe": 0.4 / e,
                 "val_exp_rmspe": 0.5 / e} for e in (1, 2)]
     storage.write_json(storage.join(attempt, "metrics.json"), {
         "best_epoch": 2, "horovod_size": 2, "epochs": history,
         "gate_scores": {"challenger": 0.25, "champion": None, "baseline": 0.3, "validation_rows": 100,
                         "champion_model_uri": None}})
-    storage.commit(out_uri, attempt, {})
-    return local
+    storage.commit(out_uri, attempt, {DIGESTS_KEY: digests})
+    return digests

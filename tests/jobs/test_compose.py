@@ -428,25 +428,35 @@ def dag_param_default(name: str):
     raise AssertionError(f"the DAG has no Param {name!r}")
 
 
-def test_s3_settings_point_at_the_stack_minio_with_one_set_of_job_keys(services, stack_env):
-    conn = json.loads(services["airflow-scheduler"]["environment"]["AIRFLOW_CONN_AWS_DEFAULT"])
+def test_s3_settings_point_at_the_stack_minio_with_one_identity_per_component(services, stack_env):
+    """Airflow's tasks, the jobs (spark-submit and the executors) and the lander each have their own MinIO user
+    (docker/minio/minio-init.sh; their policies: tests/jobs/test_s3_policies.py), none the root account."""
+    scheduler = services["airflow-scheduler"]["environment"]
+    conn = json.loads(scheduler["AIRFLOW_CONN_AWS_DEFAULT"])
     endpoint = conn["extra"]["endpoint_url"]
     host, port = host_port(endpoint)
     assert host in services and services[host]["command"][0] == "server"
     assert port in published_container_ports(services[host])
-    keys = (stack_env["ROSSMANN_S3_ACCESS_KEY"], stack_env["ROSSMANN_S3_SECRET_KEY"])
-    assert (conn["login"], conn["password"]) == keys
+    keys = {name: (stack_env[f"ROSSMANN_S3_{infix}ACCESS_KEY"], stack_env[f"ROSSMANN_S3_{infix}SECRET_KEY"])
+            for name, infix in (("airflow", ""), ("jobs", "JOBS_"), ("lander", "LANDER_"))}
+    assert len(set(keys.values())) == 3 and len({access for access, _ in keys.values()}) == 3
+    assert (conn["login"], conn["password"]) == keys["airflow"]
+    jobs_conn = json.loads(scheduler["AIRFLOW_CONN_AWS_JOBS"])
+    assert scheduler["ROSSMANN_JOBS_AWS_CONN_ID"] == "aws_jobs"
+    assert (jobs_conn["login"], jobs_conn["password"]) == keys["jobs"]
+    assert jobs_conn["extra"]["endpoint_url"] == endpoint
     init_env = services["minio-init"]["environment"]
-    assert (init_env["ROSSMANN_S3_ACCESS_KEY"], init_env["ROSSMANN_S3_SECRET_KEY"]) == keys
-    assert init_env["ROSSMANN_S3_ACCESS_KEY"] != init_env["MINIO_ROOT_USER"], "jobs must not use the root account"
-    assert init_env["ROSSMANN_BUCKET"] == services["airflow-scheduler"]["environment"]["ROSSMANN_BUCKET"]
-    for name, spec in services.items():
-        env = spec.get("environment") or {}
-        if "AWS_ENDPOINT_URL" in env:  # executors and one-off job commands
-            assert env["AWS_ENDPOINT_URL"] == endpoint
-            assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == keys
-    for worker in ("spark-worker-1", "spark-worker-2"):
-        assert "AWS_ENDPOINT_URL" in services[worker]["environment"], f"{worker}: executors need the S3 endpoint"
+    for name, infix in (("airflow", ""), ("jobs", "JOBS_"), ("lander", "LANDER_")):
+        assert (init_env[f"ROSSMANN_S3_{infix}ACCESS_KEY"], init_env[f"ROSSMANN_S3_{infix}SECRET_KEY"]) == keys[name]
+        assert keys[name][0] != init_env["MINIO_ROOT_USER"], f"{name} must not use the root account"
+    assert init_env["ROSSMANN_BUCKET"] == scheduler["ROSSMANN_BUCKET"]
+    expected = {"spark-worker-1": "jobs", "spark-worker-2": "jobs", "rossmann-cli": "lander"}
+    with_s3 = {name: spec["environment"] for name, spec in services.items()
+               if "AWS_ENDPOINT_URL" in (spec.get("environment") or {})}   # executors and one-off job commands
+    assert set(with_s3) == set(expected)
+    for name, env in with_s3.items():
+        assert env["AWS_ENDPOINT_URL"] == endpoint
+        assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == keys[expected[name]], name
     init_mount = services["minio-init"]["volumes"][0].split(":")
     assert services["minio-init"]["entrypoint"][-1] == init_mount[1]
 
@@ -545,3 +555,11 @@ def test_airflow_entrypoint_writes_a_private_password_file_then_runs_airflow(tmp
                    env={**env, "AIRFLOW_ADMIN_PASSWORD": "", "AIRFLOW__CORE__PLUGINS_FOLDER": "/opt/rossmann/plugins"})
     assert calls.read_text().split() == ["db", "migrate"]
     assert pool_calls.read_text().split() == ["/opt/rossmann/plugins", "-m", "rossmann.pools"]
+
+
+def test_horovod_talks_on_the_project_network_not_loopback(services):
+    """The driver (the scheduler container) and the executors (the workers) are different hosts: Horovod must bind
+    their shared network's interface, which the containers name eth0 (loopback would keep the ranks apart)."""
+    from rossmann_jobs.training.network import LOOPBACK, NICS_ENV
+
+    assert services["airflow-scheduler"]["environment"][NICS_ENV] == "eth0" != LOOPBACK

@@ -2,7 +2,6 @@
 naive baseline on the same validation rows, each checked against an independent numpy/pandas computation."""
 from __future__ import annotations
 
-import json
 import math
 from datetime import date, timedelta
 
@@ -12,10 +11,12 @@ import pytest
 
 from rossmann_jobs import storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, TRAIN_DIR, VALIDATION_DIR
-from rossmann_jobs.training import checkpoint
+from rossmann_jobs.model_files import open_model
+from rossmann_jobs.model_trust import STORAGE_ROOT_ENV, encode_digests
 from rossmann_jobs.training.feature_set import load_feature_set
 from rossmann_jobs.training.params import TrainParams
 from tests.jobs.feature_fixtures import VOCAB_SIZES, write_features
+from tests.jobs.predict_fixtures import commit_model
 
 SMALL = TrainParams(hidden_units=(16, 8), embedding_dim=3)
 VALIDATION_START = date(2015, 6, 15)
@@ -53,12 +54,13 @@ def models(dated, tmp_path_factory):
 
     from rossmann_jobs.training.model import build_model
 
-    root = tmp_path_factory.mktemp("models")
+    root = str(tmp_path_factory.mktemp("root"))
     tf.keras.utils.set_random_seed(3)
     challenger = build_model(VOCAB_SIZES, dated.max_sales, SMALL)
-    challenger_file = str(root / "challenger" / "model" / "model.h5")
-    (root / "challenger" / "model").mkdir(parents=True)
-    checkpoint.save_model_h5(challenger, challenger_file)
+    artifact = {"feature_order": FEATURE_COLS, "vocab_sizes": VOCAB_SIZES, "max_sales": dated.max_sales,
+                "params": SMALL.to_dict(), "vocabularies": dated.metadata["vocabularies"]}
+    challenger_out = storage.join(root, "runs", "2015-07-31", "r", "model")
+    commit_model(challenger_out, challenger, artifact)
 
     champion = build_model(VOCAB_SIZES, dated.max_sales, SMALL)
     champion.set_weights(challenger.get_weights())
@@ -68,11 +70,13 @@ def models(dated, tmp_path_factory):
         layer = champion.get_layer(f"emb_{col}")
         weights = layer.get_weights()[0]
         layer.set_weights([np.concatenate([weights[:1], weights[1:][::-1]])])
-    (root / "champion" / "model").mkdir(parents=True)
-    checkpoint.save_model_h5(champion, str(root / "champion" / "model" / "model.h5"))
-    (root / "champion" / "model" / "artifact.json").write_text(
-        json.dumps({"vocabularies": vocabularies, "feature_order": FEATURE_COLS}))
-    return {"challenger": challenger, "challenger_file": challenger_file, "champion": str(root / "champion")}
+    # The gate's pinned copy of a champion: an attempt with no manifest, its digests in the champion record.
+    pinned, digests = commit_model(storage.join(root, "models", "champions", "2015-07-30", "r0"), champion,
+                                   {**artifact, "vocabularies": vocabularies})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STORAGE_ROOT_ENV, root)
+        yield {"challenger": challenger, "challenger_source": open_model(challenger_out), "champion": pinned,
+               "champion_sha256": encode_digests(digests)}
 
 
 def split_frame(features, stage: str):
@@ -103,7 +107,7 @@ def naive_baseline(history, rows, end: date) -> np.ndarray:
 def test_scores_are_the_same_rows_exp_rmspe_of_challenger_champion_and_baseline(spark, dated, models):
     from rossmann_jobs.training.gate_scores import gate_scores
 
-    scores = gate_scores(spark, dated, models["challenger_file"], models["champion"])
+    scores = gate_scores(spark, dated, models["challenger_source"], models["champion"], models["champion_sha256"])
     validation, train = split_frame(dated, VALIDATION_DIR), split_frame(dated, TRAIN_DIR)
     actual = np.exp(validation[LABEL_COL].to_numpy().astype(np.float64))
     inputs = {col: validation[col].to_numpy().reshape(-1, 1) for col in FEATURE_COLS}
@@ -126,7 +130,7 @@ def test_scores_are_the_same_rows_exp_rmspe_of_challenger_champion_and_baseline(
 def test_without_a_champion_only_challenger_and_baseline_are_scored(spark, dated, models):
     from rossmann_jobs.training.gate_scores import gate_scores
 
-    scores = gate_scores(spark, dated, models["challenger_file"], "")
+    scores = gate_scores(spark, dated, models["challenger_source"], "")
     assert scores["champion"] is None and scores["champion_model_uri"] is None
     assert math.isfinite(scores["challenger"]) and math.isfinite(scores["baseline"])
 
@@ -135,5 +139,5 @@ def test_no_history_before_the_validation_window_means_no_baseline_score(spark, 
     from rossmann_jobs.training.gate_scores import gate_scores
 
     write_features(str(tmp_path), train_rows=200, validation_rows=50, num_shards=1)   # every row on one day
-    scores = gate_scores(spark, load_feature_set(str(tmp_path)), models["challenger_file"], None)
+    scores = gate_scores(spark, load_feature_set(str(tmp_path)), models["challenger_source"], None)
     assert scores["baseline"] is None and scores["validation_rows"] == 50 and math.isfinite(scores["challenger"])

@@ -26,6 +26,7 @@ import pytest
 from job_process import JobProcess
 from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import RAW_FILES
+from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
 from test_point_in_time import (
     AS_OF,
     SEED,
@@ -109,9 +110,10 @@ def forecasts(snapshot, changed_files, tmp_path_factory):
     raws = {name: land(files, works[name]) for name, files in drops.items()}
     with ThreadPoolExecutor(max_workers=len(drops)) as pool:
         features = dict(zip(drops, pool.map(lambda name: prepare(raws[name], works[name]), drops)))
-    model = str(works["full"] / "train")
+    model = str(works["full"] / "runs" / "train")   # predict loads models from the storage root's runs/ only
     run_job("train", ["--features", features["full"], "--out", model, *TRAIN_ARGS], works["full"] / "train.log")
-    with ThreadPoolExecutor(max_workers=len(drops)) as pool:
+    with ThreadPoolExecutor(max_workers=len(drops)) as pool, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STORAGE_ROOT_ENV, str(works["full"]))
         predicted = dict(zip(drops, pool.map(lambda name: predict(model, features[name], raws[name], works[name]),
                                              drops)))
     metrics = json.loads(committed(model, "metrics.json"))

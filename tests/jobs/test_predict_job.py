@@ -25,6 +25,7 @@ from rossmann_jobs import predict, spark_session, storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.inputs import ForecastInputError
+from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
 from rossmann_jobs.output_layout import REPORT_PAGE
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -47,7 +48,8 @@ def committed_inputs(root: str, test: pd.DataFrame, validation: pd.DataFrame,
     """A committed features output, the raw drop's test.csv and a committed model for it under root."""
     features = predict_fixtures.write_features(storage.join(root, "features"), test, validation, train=train)
     raw = predict_fixtures.write_raw_test(storage.join(root, "raw"), test)
-    model, model_uri = predict_fixtures.build_model(features.vocabularies), storage.join(root, "model")
+    model = predict_fixtures.build_model(features.vocabularies)
+    model_uri = storage.join(root, "runs", "2015-07-31", "r", "model")   # the storage root's runs/ (root: root)
     predict_fixtures.write_model(model_uri, features.vocabularies, features.uri, model=model)
     return SimpleNamespace(root=root, features=features, raw=raw, model=model, model_uri=model_uri)
 
@@ -67,8 +69,10 @@ def run_job(spark, inputs: SimpleNamespace, **report_inputs) -> SimpleNamespace:
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     test, validation = predict_fixtures.make_frames(days=8, blank_open=3)
-    return committed_inputs(str(tmp_path_factory.mktemp("predict-job")), test, validation,
-                            predict_fixtures.make_train())
+    root = str(tmp_path_factory.mktemp("predict-job"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STORAGE_ROOT_ENV, root)   # the jobs and this module's tests load models under root only
+        yield committed_inputs(root, test, validation, predict_fixtures.make_train())
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +219,8 @@ def test_model_with_other_vocabularies_gets_reindexed_features(inputs, spark, tm
     features = inputs.features
     model_vocabs = {**features.vocabularies, "Store": list(reversed(predict_fixtures.STORE_IDS[1:]))}
     model = predict_fixtures.build_model(model_vocabs, seed=11)
-    model_uri, out_uri = str(tmp_path / "champion"), str(tmp_path / "out")
+    model_uri = storage.join(inputs.root, "models", "champions", "2015-07-30", tmp_path.name)
+    out_uri = str(tmp_path / "out")
     predict_fixtures.write_model(model_uri, model_vocabs, model=model)
     manifest = predict.run_predict(spark, model_uri, features.uri, out_uri, raw_uri=inputs.raw)
     assert manifest["summary"]["remapped_vocabularies"] == ["Store"]
@@ -304,15 +309,17 @@ def test_prepared_ids_not_in_the_raw_test_csv_mean_another_drop(inputs, spark, t
 
 def test_uncommitted_model_is_refused(inputs, spark, tmp_path):
     with pytest.raises(storage.OutputNotCommittedError, match="neither a committed train output"):
-        predict.run_predict(spark, str(tmp_path / "no-model"), inputs.features.uri, str(tmp_path / "out"),
+        predict.run_predict(spark, storage.join(inputs.root, "runs", "no-model"), inputs.features.uri,
+                            str(tmp_path / "out"),
                     raw_uri=inputs.raw)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_S3A, reason="hadoop-aws (S3A) jars are not in pyspark/jars yet")
-def test_job_reads_and_writes_s3(spark, s3_bucket):
+def test_job_reads_and_writes_s3(spark, s3_bucket, monkeypatch):
     from rossmann_jobs.spark_session import s3a_conf
 
+    monkeypatch.setenv(STORAGE_ROOT_ENV, s3_bucket)
     for key, value in s3a_conf().items():  # the session may predate the moto server's environment
         spark.sparkContext._jsc.hadoopConfiguration().set(key.removeprefix("spark.hadoop."), value)
     test, validation = predict_fixtures.make_frames(days=3, seed=5)

@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql import types as T
 
 import predict_fixtures
+from rossmann_jobs import model_files
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
 from rossmann_jobs.forecast import metrics, model_cache, report
 from rossmann_jobs.forecast.inference import forecast_batches, predict_log_sales
@@ -19,6 +20,7 @@ from rossmann_jobs.forecast.inputs import ForecastInputError, check_values
 from rossmann_jobs.forecast.open_rule import OPEN_STATUS_COL, with_open_status
 from rossmann_jobs.forecast.submission import SubmissionCheckError, check_accounting, check_submission_ids, csv_bytes
 from rossmann_jobs.forecast.vocabulary import index_mapping, mappings_to_model, remap_indices
+from rossmann_jobs.model_trust import IncompatibleModelError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -190,22 +192,20 @@ def tiny_model():
     return predict_fixtures.build_model(predict_fixtures.vocabularies())
 
 
-def _model_bytes(model, tmp_path) -> bytes:
-    path = tmp_path / "model.h5"
-    model.save(path)
-    return path.read_bytes()
+def _model_content(model) -> tuple[dict, bytes]:
+    return predict_fixtures.model_artifact(predict_fixtures.vocabularies()), model_files.weights_bytes(model)
 
 
 def test_model_loaded_once_per_process_and_batches_predicted_like_keras(tiny_model, tmp_path):
     test, _ = predict_fixtures.make_frames()
-    content = _model_bytes(tiny_model, tmp_path)
+    content = _model_content(tiny_model)
     fetches = []
 
-    def fetch() -> bytes:
+    def fetch() -> tuple[dict, bytes]:
         fetches.append(1)
         return content
 
-    uri = f"file://{tmp_path}/model.h5#once"
+    uri = f"file://{tmp_path}/model#once"
     run = forecast_batches(uri, fetch, ["Id"], threads=1)
     batches = [test.iloc[:10], test.iloc[10:11], test.iloc[11:]]
     out = pd.concat(list(run(iter(batches))))
@@ -218,11 +218,11 @@ def test_model_loaded_once_per_process_and_batches_predicted_like_keras(tiny_mod
     assert predict_log_sales(test.head(0), tiny_model).shape == (0,)
 
 
-def test_model_with_wrong_inputs_is_rejected(tmp_path):
+def test_weights_of_another_network_are_rejected(tmp_path):
     import tensorflow as tf
 
     inputs = [tf.keras.layers.Input(shape=(1,), name=c) for c in CATEGORICAL_COLS]
     wrong = tf.keras.Model(inputs, tf.keras.layers.Dense(1)(tf.keras.layers.Concatenate()(inputs)))
-    content = _model_bytes(wrong, tmp_path)
-    with pytest.raises(ForecastInputError, match="model inputs .* do not match the feature spec"):
-        model_cache.load_model(f"file://{tmp_path}/wrong.h5", lambda: content)
+    content = _model_content(wrong)
+    with pytest.raises(IncompatibleModelError, match="its weights name layers .* the model built from its artifact"):
+        model_cache.load_model(f"file://{tmp_path}/wrong", lambda: content)

@@ -18,9 +18,10 @@ import uuid
 import numpy as np
 import pytest
 
-from rossmann_jobs import storage
+from rossmann_jobs import model_files, storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, METADATA_FILE, VALIDATION_DIR
 from tests.jobs.conftest import JOBS_BIN, REPO_ROOT
+from tests.jobs.listeners import ListenerSampler, reachable_from_outside
 
 pytestmark = pytest.mark.slow
 
@@ -34,17 +35,26 @@ E2E_STORES, E2E_TRAIN_ARGS = 10, ["--epochs", "2", "--batch-size", "256", "--lea
 
 
 def spark_submit(job: str, args: list[str], log_path, extra_env: dict[str, str] | None = None):
-    """Run a job as the DAG does; returns (exit code, log text, seconds)."""
+    """Run a job as the DAG does; returns (exit code, log text, seconds, the sockets its processes listened on).
+
+    As in the embedded stack (scripts/stack/stack_airflow.py), SPARK_LOCAL_IP keeps Spark's own servers on
+    loopback; Horovod's are the job's (training/network.py)."""
     env = {**os.environ, "PATH": f"{JOBS_BIN}:{os.environ['PATH']}",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-           **(extra_env or {})}
+           "SPARK_LOCAL_IP": "127.0.0.1", **(extra_env or {})}
     started = time.perf_counter()
     with open(log_path, "w") as log:
-        result = subprocess.run([str(JOBS_BIN / "spark-submit"), "--master", "local[2]", "--conf",
-                                 "spark.ui.enabled=false", str(REPO_ROOT / "rossmann_jobs" / job), *args],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, timeout=JOB_TIMEOUT_S,
-                                cwd=log_path.parent)
-    return result.returncode, log_path.read_text(), time.perf_counter() - started
+        process = subprocess.Popen([str(JOBS_BIN / "spark-submit"), "--master", "local[2]", "--conf",
+                                    "spark.ui.enabled=false", str(REPO_ROOT / "rossmann_jobs" / job), *args],
+                                   stdout=log, stderr=subprocess.STDOUT, env=env, cwd=log_path.parent)
+        sampler = ListenerSampler(process.pid)
+        try:
+            code = process.wait(timeout=JOB_TIMEOUT_S)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            sockets = sampler.stop()
+    return code, log_path.read_text(), time.perf_counter() - started, sockets
 
 
 def committed_json(out: str, name: str) -> dict:
@@ -66,22 +76,38 @@ def s3_run(s3_server, tmp_path_factory):
     raw, features, out = (f"s3://{bucket}/raw/{AS_OF}", f"s3://{bucket}/runs/{AS_OF}/features",
                           f"s3://{bucket}/runs/{AS_OF}/train")
     generate(raw, SynthConfig(stores=E2E_STORES, seed=11), truth_uri=f"s3://{bucket}/truth/{AS_OF}.json")
-    code, log, _ = spark_submit("prepare.py", ["--raw", raw, "--out", features, "--as-of", AS_OF,
+    code, log, _, _ = spark_submit("prepare.py", ["--raw", raw, "--out", features, "--as-of", AS_OF,
                                                "--num-shards", str(SHARDS)], work / "prepare.log")
     assert code == 0, f"prepare failed:\n{log[-4000:]}"
     metadata = committed_json(features, METADATA_FILE)
-    code, log, seconds = spark_submit("train.py", ["--features", features, "--out", out, *E2E_TRAIN_ARGS],
-                                      work / "train.log")
-    return {"code": code, "log": log, "seconds": seconds, "features": features, "out": out, "metadata": metadata,
+    code, log, seconds, sockets = spark_submit("train.py", ["--features", features, "--out", out, *E2E_TRAIN_ARGS],
+                                               work / "train.log")
+    return {"code": code, "log": log, "seconds": seconds, "sockets": sockets, "features": features, "out": out,
+            "metadata": metadata, "root": f"s3://{bucket}",
             "train_rows": metadata["row_counts"]["train"], "validation_rows": metadata["row_counts"]["validation"]}
 
 
 def test_job_commits_model_metrics_and_plot(s3_run):
     assert s3_run["code"] == 0, s3_run["log"][-4000:]
     files = set(storage.read_manifest(s3_run["out"])["files"])
-    assert {"model/model.h5", "model/artifact.json", "metrics.json", "training_curves.png"} <= files
+    assert {"model/weights.npz", "model/artifact.json", "metrics.json", "training_curves.png"} <= files
+    assert "model/model.h5" not in files   # no whole-model file: models are params + weights, never code
     png = storage.read_bytes(storage.join(storage.committed_uri(s3_run["out"]), "training_curves.png"))
     assert png.startswith(b"\x89PNG")
+
+
+def test_nothing_of_the_training_run_listens_beyond_loopback(s3_run):
+    """Horovod's driver and task services, the Gloo rendezvous and Gloo's own sockets bind loopback only (the
+    embedded stack's ROSSMANN_HOROVOD_NICS default); tests/jobs/test_horovod_network.py shows the same check
+    catching Horovod's unbound servers."""
+    assert s3_run["code"] == 0, s3_run["log"][-4000:]
+    assert "Horovod binds interface lo only (127.0.0.1 on the driver" in s3_run["log"]
+    # The sampler saw Horovod's servers: in the driver process its driver service and the Gloo rendezvous, in the
+    # ranks Gloo's own listeners (besides the JVM's and the Python workers', where the task services run).
+    owners = [name for _, _, name in s3_run["sockets"]]
+    assert sum("rossmann_jobs/train.py" in name for name in owners) >= 2, sorted(s3_run["sockets"])
+    assert any("horovod.spark.task.gloo_exec_fn" in name for name in owners), sorted(s3_run["sockets"])
+    assert reachable_from_outside(s3_run["sockets"]) == [], sorted(s3_run["sockets"])
 
 
 def test_both_ranks_trained_on_disjoint_shards_that_cover_every_row(s3_run):
@@ -129,9 +155,8 @@ def test_the_model_learns_in_the_end_to_end_configuration(s3_run):
 
 def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, tmp_path):
     import pyarrow.parquet as pq
-    import tensorflow as tf
 
-    model_dir = storage.download_dir(storage.join(storage.committed_uri(s3_run["out"]), "model"), str(tmp_path))
+    storage.download_dir(storage.join(storage.committed_uri(s3_run["out"]), "model"), str(tmp_path))
     artifact = json.loads((tmp_path / "artifact.json").read_text())
     assert artifact["feature_order"] == FEATURE_COLS
     assert artifact["max_sales"] == s3_run["metadata"]["max_sales"]
@@ -139,7 +164,9 @@ def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, t
     assert artifact["label_transform"] == "log" and artifact["horovod_size"] == 2
     assert artifact["features_uri"] == s3_run["features"]
 
-    model = tf.keras.models.load_model(os.path.join(model_dir, "model.h5"), compile=False)
+    # Checked against the digests the job committed.
+    source = model_files.open_model(s3_run["out"], root=s3_run["root"])
+    model = model_files.build_model(source.artifact, source.weights_bytes(), source.attempt)
     validation_files = [f for f in storage.list_files(storage.join(storage.committed_uri(s3_run["features"]),
                                                                    VALIDATION_DIR)) if f.endswith(".parquet")]
     frames = []

@@ -13,7 +13,7 @@ from horovod.runner.common.util import secret
 from rossmann_jobs import train
 
 
-def test_train_calls_horovod_quietly_and_sends_no_credentials(monkeypatch):
+def test_train_calls_horovod_quietly_and_sends_no_credentials(monkeypatch, horovod_binding_restored):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret-value")
     monkeypatch.setenv("AWS_SESSION_TOKEN", "not-a-real-session-token")
     calls = []
@@ -26,6 +26,7 @@ def test_train_calls_horovod_quietly_and_sends_no_credentials(monkeypatch):
     assert kwargs["verbose"] < 2
     assert set(kwargs["env"]) == set(train.WORKER_TIMEOUT_ENV)  # timeouts only: no credentials, no key
     assert secret.HOROVOD_SECRET_KEY not in kwargs["env"]
+    assert kwargs["nics"] == {"lo"}   # the embedded stack's default: loopback (training/network.py)
 
 
 def test_every_run_gets_a_fresh_random_key():

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from rossmann_jobs import storage
+from rossmann_jobs import model_files, storage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
 from rossmann_jobs.training import checkpoint, report, schedule
 from rossmann_jobs.training.feature_set import FeatureDataError, ParquetUnit, load_feature_set, rank_units, scan_files
@@ -75,15 +75,13 @@ def test_reference_model_has_the_reference_layer_sizes():
     assert model.get_layer("dropout").rate == 0.5
 
 
-def test_saved_model_loads_without_custom_objects_and_predicts_the_same(tmp_path):
-    import tensorflow as tf
-
+def test_saved_weights_rebuild_the_model_from_its_params_and_it_predicts_the_same():
+    from rossmann_jobs import model_files
     from rossmann_jobs.training.model import build_model
 
     model = build_model(VOCAB_SIZES, 20000.0, SMALL)
-    path = str(tmp_path / "model.h5")
-    checkpoint.save_model_h5(model, path)
-    loaded = tf.keras.models.load_model(path, compile=False)
+    loaded = model_files.build_model({"vocab_sizes": VOCAB_SIZES, "max_sales": 20000.0, "params": SMALL.to_dict()},
+                                     model_files.weights_bytes(model), "s3://b/runs/x/model")
     inputs = _inputs(feature_table(32, np.random.default_rng(2)))
     np.testing.assert_allclose(loaded.predict(inputs, verbose=0), model.predict(inputs, verbose=0), rtol=1e-6)
 
@@ -333,7 +331,6 @@ def _trained_model_and_optimizer(seed):
 
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_checkpoint_round_trip_restores_weights_optimizer_and_state(where, tmp_path, request):
-    import tensorflow as tf
 
     root = checkpoint.checkpoint_root(str(tmp_path) if where == "local" else request.getfixturevalue("s3_bucket"))
     assert checkpoint.read_pointer(root) is None
@@ -346,9 +343,10 @@ def test_checkpoint_round_trip_restores_weights_optimizer_and_state(where, tmp_p
     assert checkpoint.read_state(root, pointer)["note"] == "second"
     folders = {uri[len(root) + 1:].split("/")[0] for uri in storage.list_files(root)}
     assert folders == {"latest.json", second["state_dir"], first["best_model"].split("/")[0]}  # epoch 1 state gone
-    best = tf.keras.models.load_model(storage.download_dir(
-        storage.join(root, first["best_model"].split("/")[0]), str(tmp_path / "best")) + "/model.h5", compile=False)
-    np.testing.assert_array_equal(best.get_weights()[0], model.get_weights()[0])
+    best = model_files.read_weights(storage.read_bytes(checkpoint.best_model_uri(root, pointer)), "best")
+    for layer in (layer for layer in model.layers if layer.weights):
+        for saved, current in zip(best[layer.name], layer.get_weights(), strict=True):
+            np.testing.assert_array_equal(saved, current)
 
     fresh_model, fresh_optimizer = _trained_model_and_optimizer(2)
     checkpoint.restore(root, pointer, fresh_model, fresh_optimizer)

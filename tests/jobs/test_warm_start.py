@@ -2,13 +2,12 @@
 layers carry over, and an incompatible model is refused with a reason."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
+from rossmann_jobs import model_files, storage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS
-from rossmann_jobs.training import checkpoint
+from rossmann_jobs.model_trust import DIGESTS_KEY, STORAGE_ROOT_ENV
 from rossmann_jobs.training.feature_set import FeatureSet
 from rossmann_jobs.training.params import TrainParams
 from rossmann_jobs.training.warm_start import FRESH_ROW, embedding_rows, load_weights, plan_warm_start
@@ -33,22 +32,27 @@ def features_with(vocabularies: dict, max_sales: float = 20000.0) -> FeatureSet:
 
 @pytest.fixture(scope="module")
 def earlier_model(tmp_path_factory):
-    """A committed-looking model attempt (model/model.h5 + artifact.json) with non-initial weights."""
+    """A committed train output (model/artifact.json + weights.npz, digests in its manifest) with non-initial
+    weights, under the storage root's runs/."""
     import tensorflow as tf
 
     from rossmann_jobs.training.model import build_model
 
     tf.keras.utils.set_random_seed(1)
-    model = build_model({col: len(v) + 1 for col, v in OLD_VOCABULARIES.items()}, 20000.0, SMALL)
+    vocab_sizes = {col: len(v) + 1 for col, v in OLD_VOCABULARIES.items()}
+    model = build_model(vocab_sizes, 20000.0, SMALL)
     rng = np.random.default_rng(2)
     model.set_weights([rng.normal(size=w.shape).astype(w.dtype) for w in model.get_weights()])
-    attempt = tmp_path_factory.mktemp("champion") / "attempts" / "a1"
-    (attempt / "model").mkdir(parents=True)
-    checkpoint.save_model_h5(model, str(attempt / "model" / "model.h5"))
-    (attempt / "model" / "artifact.json").write_text(json.dumps({
-        "feature_order": model.input_names, "vocabularies": OLD_VOCABULARIES, "max_sales": 20000.0,
-        "params": SMALL.to_dict()}))
-    return str(attempt), model
+    root = str(tmp_path_factory.mktemp("root"))
+    out = storage.join(root, "runs", "2015-07-30", "r", "model")
+    attempt = storage.new_attempt_uri(out)
+    digests = model_files.write_model(attempt, {
+        "feature_order": model.input_names, "vocabularies": OLD_VOCABULARIES, "vocab_sizes": vocab_sizes,
+        "max_sales": 20000.0, "params": SMALL.to_dict()}, model_files.weights_bytes(model))
+    storage.commit(out, attempt, {DIGESTS_KEY: digests})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STORAGE_ROOT_ENV, root)
+        yield out, model
 
 
 def test_warm_start_copies_weights_and_reindexes_embeddings(earlier_model):

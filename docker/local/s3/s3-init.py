@@ -1,7 +1,7 @@
 """One-shot set-up of the local S3 server (docker-compose.local-s3.yaml's minio-init): the stack's bucket.
 
-moto accepts any keys and enforces no policy, so unlike docker/minio/minio-init.sh there is no user to create; the
-bucket is made with the jobs' own keys, as the stack's clients will use them. Idempotent."""
+moto accepts any keys and enforces no policy, so unlike docker/minio/minio-init.sh there is no user to create and
+the least-privilege identities are not enforced (try-out only); the bucket is made with Airflow's keys. Idempotent."""
 import os
 
 import boto3

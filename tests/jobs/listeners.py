@@ -1,0 +1,62 @@
+"""The sockets a process tree listens on (TCP LISTEN, bound UDP), sampled while it runs: where a job can be reached."""
+from __future__ import annotations
+
+import ipaddress
+import threading
+
+import psutil
+
+
+def listening(root_pid: int) -> set[tuple[str, int, str]]:
+    """(address, port, process) of every listening TCP or bound, unconnected UDP socket of root_pid and its
+    descendants, now."""
+    try:
+        root = psutil.Process(root_pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return set()
+    found = set()
+    for process in processes:
+        try:
+            name = " ".join(process.cmdline()[:3])[:120]
+            for connection in process.net_connections(kind="inet"):
+                tcp_listen = connection.status == psutil.CONN_LISTEN
+                udp_bound = connection.type == 2 and connection.laddr and not connection.raddr   # SOCK_DGRAM
+                if tcp_listen or udp_bound:
+                    found.add((connection.laddr.ip, connection.laddr.port, name))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def is_loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%")[0])
+    # Java binds IPv4 loopback as the IPv4-mapped ::ffff:127.0.0.1, which Python 3.11 does not call loopback.
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
+def reachable_from_outside(sockets) -> list[tuple[str, int, str]]:
+    """The sockets bound to anything but a loopback address (0.0.0.0, :: and ::ffff:0.0.0.0 included)."""
+    return sorted(s for s in sockets if not is_loopback(s[0]))
+
+
+class ListenerSampler:
+    """Samples listening(root_pid) every interval_s in a thread until stop(); `seen` holds the union."""
+
+    def __init__(self, root_pid: int, interval_s: float = 0.5):
+        self.root_pid, self.interval_s, self.seen, self.samples = root_pid, interval_s, set(), 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.seen |= listening(self.root_pid)
+            self.samples += 1
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> set[tuple[str, int, str]]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.seen
