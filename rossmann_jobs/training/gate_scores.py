@@ -7,7 +7,7 @@ with, forecast/baseline.py's seasonal medians fitted on the train split only, an
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -83,15 +83,23 @@ def champion_forecast(rows: DataFrame, spark: SparkSession, features: FeatureSet
     return scored, model, {"champion_model_uri": champion_model, "champion_remapped": sorted(mappings)}
 
 
+def validation_window_start(features: FeatureSet, validation: DataFrame) -> date:
+    """The first day of the validation window, as prepare recorded it in metadata.json (no query); features of a
+    prepare that did not record it: the first validation row's date."""
+    start = (features.metadata.get("validation_window") or {}).get("start")
+    if start:
+        return date.fromisoformat(start)
+    return validation.agg(F.min(F.col("Date").cast("date")).alias("first")).first()["first"]
+
+
 def gate_scores(spark: SparkSession, features: FeatureSet, challenger: ModelSource,
                 champion_model: str | None, champion_sha256: str = "") -> dict[str, Any]:
     """metrics.json `gate_scores`: challenger (this job's own model), champion (model URI and its recorded
     SHA-256 digests; empty/None: no champion) and naive baseline exp-RMSPE on every validation row, the row count
     and what was scored."""
     validation = read_files(spark, features.validation_files)
-    first_day = validation.agg(F.min(F.col("Date").cast("date")).alias("first")).first()["first"]
     # Fitted on the train split's rows dated before the validation window only: never on what it is scored on.
-    end = first_day - timedelta(days=1)
+    end = validation_window_start(features, validation) - timedelta(days=1)
     rows = (baseline_forecast(validation, read_files(spark, features.train_files), end)
             .withColumn(ACTUAL_COL, F.exp(F.col(LABEL_COL)).cast("double")))
     threads = int(spark.conf.get("spark.task.cpus", "1"))

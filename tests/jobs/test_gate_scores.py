@@ -141,3 +141,19 @@ def test_no_history_before_the_validation_window_means_no_baseline_score(spark, 
     write_features(str(tmp_path), train_rows=200, validation_rows=50, num_shards=1)   # every row on one day
     scores = gate_scores(spark, load_feature_set(str(tmp_path)), models["challenger_source"], None)
     assert scores["baseline"] is None and scores["validation_rows"] == 50 and math.isfinite(scores["challenger"])
+
+
+def test_the_baseline_window_ends_before_the_validation_window_prepare_recorded(spark, dated):
+    """Read from metadata.json without a query; features without the record fall back to the first row's date."""
+    import dataclasses
+
+    from rossmann_jobs.training.gate_scores import validation_window_start
+    from rossmann_jobs.training.splits import read_files
+
+    validation = read_files(spark, dated.validation_files)
+    recorded = dataclasses.replace(dated, metadata={**dated.metadata,
+                                                    "validation_window": {"start": "2015-06-01", "end": "2015-07-31"}})
+    assert validation_window_start(recorded, None) == date(2015, 6, 1)
+    unrecorded = dataclasses.replace(dated, metadata={k: v for k, v in dated.metadata.items()
+                                                      if k != "validation_window"})
+    assert validation_window_start(unrecorded, validation) == VALIDATION_START
