@@ -5,8 +5,10 @@ spark-submit rossmann_jobs/predict.py --model URI --features URI --raw URI --out
 --model is a committed train job output (resolved through its _SUCCESS manifest) or a model attempt itself: an
 attempt prefix, or the gate's pinned champion copy of one (same layout: model/, metrics.json). --features is a
 committed prepare job output, --raw the drop it was prepared from: submission.csv holds exactly one row per Id of
-its test.csv. The committed attempt under --out holds submission.csv, predictions/ (Parquet, partitioned by split;
-test rows with the naive seasonal baseline beside the model's forecast) and report/index.html (one page, plots
+its test.csv. The committed attempt under --out holds submission.csv, forecast_quantiles.csv (Id, Date, Store and
+P10/P50/P90, or the --quantiles levels: the forecast times exp of the validation window's log-residual quantiles of
+the row's lead week, forecast/quantiles.py), predictions/ (Parquet, partitioned by split; test rows with the naive
+seasonal baseline and its quantiles beside the model's forecast and quantiles) and report/index.html (one page, plots
 embedded). The layout: rossmann_jobs/output_layout.py.
 Inference is vectorized: each Python worker loads the model once and applies it to whole Arrow batches; nothing but
 small aggregates, the Id columns (checked there) and the submission's columns reach the driver.
@@ -35,9 +37,9 @@ from rossmann_jobs.features.spec import (
     VALIDATION_DIR,
 )
 from rossmann_jobs.features.validate import read_text_csv
-from rossmann_jobs.forecast import metrics, report, score_records
-from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
-from rossmann_jobs.forecast.inference import BroadcastModel
+from rossmann_jobs.forecast import metrics, quantiles, report, score_records
+from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast, baseline_quantiles
+from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel
 from rossmann_jobs.forecast.inputs import (
     DATE_TYPES,
     FLOAT_TYPES,
@@ -74,6 +76,7 @@ from rossmann_jobs.output_layout import (
     MODEL_DIR,
     MODEL_FILE,
     PREDICTIONS_DIR,
+    QUANTILES_FILE,
     REPORT_PAGE,
     SCORES_SUMMARY_FILE,
     SUBMISSION_FILE,
@@ -100,6 +103,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the run's train output (committed): its gate scores and training curves go into the "
                              "report (default: those of --model)")
     parser.add_argument("--gate-decision", default="", help="the quality gate's reason, shown in the report")
+    parser.add_argument("--quantiles", default=",".join(f"{q:g}" for q in quantiles.QUANTILE_LEVELS),
+                        help="comma-separated quantile levels of the quantile forecasts (default: %(default)s)")
     parser.add_argument("--scores", default="",
                         help="scoring root (summary.json): earlier forecasts scored by the as-of date go into the "
                              "report")
@@ -152,9 +157,10 @@ def read_history(spark: SparkSession, features_attempt: str) -> DataFrame:
 
 
 def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int], mappings: dict, as_of: date,
-                raw_ids: pd.DataFrame, raw_test_uri: str) -> tuple[DataFrame, DataFrame, dict[str, int]]:
-    """(test with OpenStatus and the baseline, validation, row counts), both re-indexed to the model's
-    vocabularies; the test split must hold every Id of the raw test.csv."""
+                raw_ids: pd.DataFrame, raw_test_uri: str, levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS
+                ) -> tuple[DataFrame, DataFrame, dict[str, int]]:
+    """(test with OpenStatus, the baseline and its quantiles at levels, validation, row counts), both re-indexed to
+    the model's vocabularies; the test split must hold every Id of the raw test.csv."""
     test_uri = storage.join(features_attempt, TEST_DIR)
     test_keys = {"Id": INTEGER_TYPES, "StoreId": INTEGER_TYPES, "Date": DATE_TYPES, "Open": INTEGER_TYPES}
     test, _ = read_split(spark, test_uri, test_keys, ["Id", "StoreId", "Date"], sizes)
@@ -167,8 +173,10 @@ def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int
     # Fitted before the re-indexing: history and test rows share the prepare output's DayOfWeek/Promo indices.
     # Materialized once (small: one row per test Id), since the test frame is queried several times below.
     history = read_history(spark, features_attempt)
-    baseline = (baseline_forecast(test.select("Id", "StoreId", "DayOfWeek", "Promo"), history, end=as_of)
-                .select("Id", BASELINE_COL).localCheckpoint())
+    baseline_columns = quantiles.quantile_columns(levels, quantiles.BASELINE_PREFIX)
+    baseline = baseline_forecast(test.select("Id", "StoreId", "DayOfWeek", "Promo"), history, end=as_of)
+    baseline = (baseline_quantiles(baseline, history, as_of, levels, baseline_columns)
+                .select("Id", BASELINE_COL, *baseline_columns).localCheckpoint())
     test = with_open_status(remap_indices(test, mappings)).join(F.broadcast(baseline), "Id", "left")
     status = {row[OPEN_STATUS_COL]: row["count"] for row in test.groupBy(OPEN_STATUS_COL).count().collect()}
     if status.get(INVALID):
@@ -239,10 +247,35 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
     storage.write_bytes(report_uri, page.encode("utf-8"))
 
 
+def calibrate_quantiles(validation_rows: DataFrame, levels: tuple[float, ...]) -> tuple[dict[int, list[float]], dict]:
+    """(per lead week the non-crossing residual quantiles at levels, what the summary says of them) from the
+    validation predictions (out of time, all dated <= the as-of date); sparse lead weeks pooled with neighbours."""
+    residuals = quantiles.validation_residuals(validation_rows, ACTUAL_COL, LOG_FORECAST_COL).localCheckpoint()
+    counts = {row[quantiles.LEAD_WEEK_COL]: row["count"]
+              for row in residuals.groupBy(quantiles.LEAD_WEEK_COL).count().collect()}
+    spans = quantiles.pooled_weeks(counts)
+    collected = {row[quantiles.LEAD_WEEK_COL]: row["_q"]
+                 for row in quantiles.residual_quantiles(residuals, spans, levels).collect()}
+    table = quantiles.quantile_table(collected, levels)
+    pooled = {week: list(span) for week, span in spans.items() if span != (week, week)}
+    if pooled:
+        log.warning("lead week(s) with fewer than %d validation rows calibrated on neighbouring weeks: %s",
+                    quantiles.MIN_ROWS_PER_WEEK, pooled)
+    summary = {"levels": list(levels), "method": "validation residual quantiles per lead week",
+               "validation_rows_by_lead_week": {str(week): counts.get(week, 0) for week in sorted(table)},
+               "pooled_lead_weeks": {str(week): span for week, span in pooled.items()},
+               "min_rows_per_lead_week": quantiles.MIN_ROWS_PER_WEEK,
+               "log_residual_quantiles_by_lead_week": {str(week): [round(v, 6) for v in values]
+                                                       for week, values in table.items()}}
+    return table, summary
+
+
 def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *, raw_uri: str,
-                trained_model_uri: str = "", scores_uri: str = "", gate_decision: str = "") -> dict:
+                trained_model_uri: str = "", scores_uri: str = "", gate_decision: str = "",
+                quantile_levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS) -> dict:
     """The whole job on an existing session; returns the commit manifest."""
     timings: dict[str, float] = {}
+    levels = quantiles.check_levels(quantile_levels)
     model_attempt, features_attempt = model_attempt_uri(model_uri), storage.committed_uri(features_uri)
     model_dir = storage.join(model_attempt, MODEL_DIR)
     artifact_uri, metadata_uri = storage.join(model_dir, ARTIFACT_FILE), storage.join(features_attempt, METADATA_FILE)
@@ -274,22 +307,28 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
     with timed("read and check inputs, fit the baseline", timings):
         raw_ids, raw_test_uri = read_raw_test_ids(spark, raw_uri)
         test, validation, counts = read_inputs(spark, features_attempt, sizes, mappings, as_of, raw_ids,
-                                               raw_test_uri)
+                                               raw_test_uri, levels)
     with timed("forecast and write predictions", timings):
         model = BroadcastModel(spark, storage.join(model_dir, MODEL_FILE))
         try:
-            (test_predictions(test, model, threads, partitions)
-             .unionByName(validation_predictions(validation, model, threads, partitions))
+            # Validation first (small, materialized once): its residuals calibrate the test rows' quantiles.
+            validation_rows = validation_predictions(validation, model, threads, partitions, levels).localCheckpoint()
+            residual_table, quantile_summary = calibrate_quantiles(validation_rows, levels)
+            (test_predictions(test, model, threads, partitions, as_of, residual_table, levels)
+             .unionByName(validation_rows)
              .write.partitionBy(SPLIT_COL).parquet(storage.spark_uri(predictions_uri)))
         finally:
             model.destroy()
     predictions = spark.read.parquet(storage.spark_uri(predictions_uri))
     split = {name: predictions.filter(F.col(SPLIT_COL) == name) for name in (TEST, VALIDATION)}
     with timed("check predictions", timings):
-        submission = split[TEST].select("Id", F.col(FORECAST_COL).alias("Sales"), BASELINE_COL).toPandas()
+        quantile_columns = quantiles.quantile_columns(levels)
+        submission = split[TEST].select("Id", "StoreId", "Date", F.col(FORECAST_COL).alias("Sales"), BASELINE_COL,
+                                        *quantile_columns).toPandas()
         check_predictions(predictions, raw_ids, submission, counts)
     with timed("write submission", timings):
         storage.write_bytes(storage.join(attempt, SUBMISSION_FILE), csv_bytes(submission))
+        storage.write_bytes(storage.join(attempt, QUANTILES_FILE), quantiles.quantiles_csv_bytes(submission, levels))
     with timed("metrics and report", timings):
         validation_rmspe = metrics.overall_rmspe(split[VALIDATION])
         log.info("validation exp-RMSPE %s over %d rows", validation_rmspe, counts["validation"])
@@ -308,15 +347,17 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
     summary = {"rows": counts, "validation_exp_rmspe": validation_rmspe, "model": model_attempt,
                "features": features_attempt, "raw": raw_uri, "as_of": as_of.isoformat(),
                "horizon": metadata.get("test_window"), "baseline_column": BASELINE_COL,
-               "remapped_vocabularies": sorted(mappings), "timings_s": timings}
+               "remapped_vocabularies": sorted(mappings), "quantiles": quantile_summary, "timings_s": timings}
     manifest = storage.commit(out_uri, attempt, summary)
     log.info("committed %s: %s", storage.join(out_uri, manifest["attempt"]), summary)
     return manifest
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> dict:
+    levels = tuple(float(level) for level in args.quantiles.split(",") if level.strip())
     return run_predict(spark, args.model, args.features, args.out, raw_uri=args.raw,
-                       trained_model_uri=args.trained_model, scores_uri=args.scores, gate_decision=args.gate_decision)
+                       trained_model_uri=args.trained_model, scores_uri=args.scores, gate_decision=args.gate_decision,
+                       quantile_levels=levels)
 
 
 def main(argv: list[str] | None = None) -> int:

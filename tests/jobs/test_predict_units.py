@@ -4,7 +4,7 @@ from __future__ import annotations
 import base64
 import html.parser
 import math
-from datetime import date
+from datetime import date, timedelta
 
 import numpy as np
 import pandas as pd
@@ -226,3 +226,93 @@ def test_model_with_wrong_inputs_is_rejected(tmp_path):
     content = _model_bytes(wrong, tmp_path)
     with pytest.raises(ForecastInputError, match="model inputs .* do not match the feature spec"):
         model_cache.load_model(f"file://{tmp_path}/wrong.h5", lambda: content)
+
+
+# Quantile forecasts (rossmann_jobs/forecast/quantiles.py)
+
+def test_sparse_lead_weeks_are_pooled_with_their_neighbours():
+    from rossmann_jobs.forecast.quantiles import pooled_weeks
+
+    counts = {1: 40, 2: 10, 3: 25, 4: 40, 5: 40, 6: 40, 7: 5}
+    assert pooled_weeks(counts, min_rows=30) == {1: (1, 1), 2: (1, 3), 3: (2, 4), 4: (4, 4), 5: (5, 5),
+                                                 6: (6, 6), 7: (6, 7)}
+    assert pooled_weeks({1: 3}, min_rows=30)[4] == (1, 7)     # too few rows anywhere: every week pooled
+
+
+def test_quantiles_never_cross():
+    from rossmann_jobs.forecast.quantiles import non_crossing, quantile_table
+
+    assert non_crossing([-0.2, -0.3, 0.1]) == [-0.2, -0.2, 0.1]
+    table = quantile_table({1: [-0.1, 0.0, 0.2], 2: [0.3, 0.1, 0.2]}, (0.1, 0.5, 0.9))
+    assert table[2] == [0.3, 0.3, 0.3] and table[7] == [0.0, 0.0, 0.0]
+    assert all(values == sorted(values) for values in table.values())
+
+
+def test_residual_quantiles_per_lead_week_on_a_hand_made_case(spark):
+    """Week 1 has its own 40 residuals, week 2 only 5: it is calibrated on weeks 1-3 (85 rows)."""
+    from rossmann_jobs.forecast.quantiles import (
+        LEAD_WEEK_COL,
+        RESIDUAL_COL,
+        pooled_weeks,
+        residual_quantiles,
+        validation_residuals,
+    )
+
+    rng = np.random.default_rng(5)
+    weeks = [1] * 40 + [2] * 5 + [3] * 40
+    actual = rng.uniform(100, 1000, size=len(weeks))
+    log_forecast = np.log(actual) - rng.normal(0, [0.05 * w for w in weeks])
+    frame = spark.createDataFrame(
+        [(w, float(a), float(f)) for w, a, f in zip(weeks, actual, log_forecast)] + [(1, 0.0, 1.0)],
+        "LeadWeek int, SalesActual double, LogSalesForecast double")
+    residuals = validation_residuals(frame, "SalesActual", "LogSalesForecast")
+    assert residuals.count() == len(weeks)       # the row without sales has no residual
+    counts = {1: 40, 2: 5, 3: 40}
+    levels = (0.1, 0.5, 0.9)
+    got = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, pooled_weeks(counts, weeks=3), levels)
+           .collect()}
+    expected = np.log(actual) - log_forecast
+    weeks = np.array(weeks)
+    assert got[1] == pytest.approx(np.percentile(expected[weeks == 1], [10, 50, 90]))
+    assert got[2] == pytest.approx(np.percentile(expected, [10, 50, 90]))
+    assert got[3] == pytest.approx(np.percentile(expected[weeks == 3], [10, 50, 90]))
+    assert RESIDUAL_COL in residuals.columns
+
+
+def test_quantile_forecasts_scale_the_forecast_monotone_and_closed_days_are_zero(spark):
+    from rossmann_jobs.forecast.quantiles import lead_week, quantiles_csv_bytes, with_quantiles
+
+    table = {week: [-0.2 * week, 0.0, 0.1 * week] for week in range(1, 8)}
+    rows = spark.createDataFrame([(3, 1, date(2015, 8, 2), 100.0, 1), (1, 2, date(2015, 8, 9), 200.0, 9),
+                                  (2, 1, date(2015, 9, 30), 0.0, 60)],
+                                 "Id int, StoreId int, Date date, SalesForecast double, lead int")
+    out = with_quantiles(rows.withColumn("LeadWeek", lead_week(rows["lead"])), table, (0.1, 0.5, 0.9),
+                         "SalesForecast").orderBy("Id").toPandas()
+    assert out["LeadWeek"].tolist() == [2, 7, 1]       # lead 9 -> week 2, 60 (past the 48 days) -> 7, 1 -> 1
+    assert out.loc[2, ["SalesP10", "SalesP50", "SalesP90"]].tolist() == pytest.approx(
+        [100 * math.exp(-0.2), 100.0, 100 * math.exp(0.1)])
+    assert out.loc[0, ["SalesP10", "SalesP50", "SalesP90"]].tolist() == pytest.approx(
+        [200 * math.exp(-0.4), 200.0, 200 * math.exp(0.2)])
+    assert out.loc[1, ["SalesP10", "SalesP50", "SalesP90"]].tolist() == [0.0, 0.0, 0.0]
+    values = out[["SalesP10", "SalesP50", "SalesP90"]].to_numpy()
+    assert (np.diff(values, axis=1) >= 0).all()
+    text = quantiles_csv_bytes(out, (0.1, 0.5, 0.9)).decode()
+    assert text.splitlines() == ["Id,Date,Store,P10,P50,P90", "1,2015-08-09,2,134.06,200.00,244.28",
+                                 "2,2015-09-30,1,0.00,0.00,0.00", "3,2015-08-02,1,81.87,100.00,110.52"]
+
+
+def test_baseline_quantiles_are_the_cells_empirical_quantiles_with_the_baselines_fallback(spark):
+    from rossmann_jobs.forecast.baseline import baseline_quantiles
+
+    end = date(2015, 7, 31)
+    sales = [100.0, 200.0, 300.0, 400.0, 500.0]
+    history = spark.createDataFrame(
+        [(1, end - timedelta(days=7 * i), 5, 1, float(np.log(s))) for i, s in enumerate(sales)]
+        + [(1, end - timedelta(days=400), 5, 1, float(np.log(9999.0)))],       # before the 365-day window
+        "StoreId int, Date date, DayOfWeek int, Promo int, Sales float")
+    rows = spark.createDataFrame([(1, 1, 5, 1), (2, 1, 3, 0)], "Id int, StoreId int, DayOfWeek int, Promo int")
+    out = baseline_quantiles(rows, history, end, (0.1, 0.5, 0.9), ["B10", "B50", "B90"]).orderBy("Id").toPandas()
+    expected = np.exp(np.percentile(np.log(np.array(sales, dtype=np.float32)), [10, 50, 90]))
+    assert out.loc[0, ["B10", "B50", "B90"]].tolist() == pytest.approx(expected, rel=1e-5)
+    # store 1 has no history for weekday 3 without promo, nor without promo at all: the store's cell
+    assert out.loc[1, ["B10", "B50", "B90"]].tolist() == pytest.approx(expected, rel=1e-5)
