@@ -227,7 +227,7 @@ def read_report_context(trained_model_uri: str, scores_uri: str, as_of: date,
 
 def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_metrics: list[tuple[str, object]],
                  info: list[tuple[str, object]], validation_rmspe: float | None, context: dict,
-                 gate_decision: str) -> None:
+                 gate_decision: str, levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS) -> None:
     """Aggregate in Spark, plot the small results on the driver, write the one self-contained index.html."""
     store_totals = metrics.per_store(validation).toPandas()
     chosen = report.pick_stores(store_totals)
@@ -239,9 +239,18 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
                .orderBy("Date").toPandas())
     store_rmspe = dict(zip(store_totals["StoreId"].astype(int), store_totals["rmspe"]))
     worst = store_totals.dropna(subset=["rmspe"]).sort_values(["rmspe", "StoreId"], ascending=[False, True])
+    # The fan: the outer levels as the band, the median (else the point forecast) as the line; short names.
+    short = {name: quantiles.level_name(level) for name, level in zip(quantiles.quantile_columns(levels), levels)}
+    low, high = list(short)[0], list(short)[-1]
+    mid = next((name for name, label in short.items() if label == "P50"), FORECAST_COL)
+    fan = (test.filter(F.col("StoreId").isin(chosen) & is_forecast())
+           .select("StoreId", "Date", *dict.fromkeys([low, mid, high])).toPandas().rename(columns=short))
+    fan_actuals = validation.filter(F.col("StoreId").isin(chosen)).select("StoreId", "Date", ACTUAL_COL).toPandas()
     plots = [("Validation window: forecast vs actual, all stores", report.overall_plot(daily, validation_rmspe)),
              ("Validation window: forecast vs actual, selected stores", report.stores_plot(by_store, store_rmspe)),
-             ("Forecast horizon", report.horizon_plot(horizon))]
+             ("Forecast horizon", report.horizon_plot(horizon)),
+             (f"Forecast horizon: {short[low]}-{short[high]} fan, selected stores",
+              report.fan_chart(fan_actuals, fan, short[low], short.get(mid, mid), short[high]))]
     page = report.forecast_page("Rossmann sales forecast", run_metrics, plots, worst.head(WORST_STORES), info,
                                 gate_decision=gate_decision or None, **context)
     storage.write_bytes(report_uri, page.encode("utf-8"))
@@ -342,7 +351,7 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
                        ("features", features_attempt), ("model", model_attempt)]
         context = read_report_context(trained_model_uri, scores_uri, as_of, training_metrics, model_attempt)
         write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_PAGE), run_metrics,
-                     model_info(artifact, training_metrics), validation_rmspe, context, gate_decision)
+                     model_info(artifact, training_metrics), validation_rmspe, context, gate_decision, levels)
 
     summary = {"rows": counts, "validation_exp_rmspe": validation_rmspe, "model": model_attempt,
                "features": features_attempt, "raw": raw_uri, "as_of": as_of.isoformat(),
