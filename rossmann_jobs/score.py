@@ -8,7 +8,8 @@ spark-submit rossmann_jobs/score.py --raw URI --as-of D --forecasts URI --out UR
 week and per store exp-RMSPE, median forecast/actual ratio, P10-P90 interval coverage and weighted quantile loss of
 the model and the baseline, with row counts; status "pending" while no actual is known), then summary.json (the
 latest record per forecast, and the "recent" check: every row of this run's forecasts dated in the last 14 days up to
-D) and report/index.html. Re-running with the same inputs rewrites the same bytes. Scoring rules: rossmann_jobs/forecast/scoring.py.
+D) and report/index.html. Re-running with the same inputs rewrites the same bytes. Scoring rules:
+rossmann_jobs/forecast/scoring.py.
 """
 from __future__ import annotations
 
