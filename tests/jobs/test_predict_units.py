@@ -143,8 +143,11 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     daily = pd.DataFrame({"Date": days, "SalesActual": [5.0, 6, 7, 6, 5], "SalesForecast": [5.5, 6, 6, 6, 4]})
     by_store = pd.concat([daily.assign(StoreId=s) for s in (3, 7, 9)])
     horizon = pd.DataFrame({"Date": days, "SalesForecast": [9.0, 0, 8, 7, 9], "OpenStores": [3, 0, 3, 3, 2]})
+    ahead = pd.DataFrame({"Date": pd.date_range("2014-08-06", periods=3).date, "P50": [6.0, 6.5, 7.0]})
+    fan = pd.concat([ahead.assign(StoreId=s, P10=ahead["P50"] * 0.9, P90=ahead["P50"] * 1.2) for s in (3, 7)])
     plots = [("overall", report.overall_plot(daily, 0.12)), ("stores", report.stores_plot(by_store, {3: 0.1})),
-             ("horizon", report.horizon_plot(horizon))]
+             ("horizon", report.horizon_plot(horizon)),
+             ("fan", report.fan_chart(by_store, fan, "P10", "P50", "P90"))]
     worst = pd.DataFrame({"StoreId": [7], "rmspe": [0.3]})
     metrics_rows = [("validation exp-RMSPE", 0.1234), ("horizon", {"start": "2015-08-01", "end": "2015-09-17"}),
                     ("validation window", ["2014-08-02", "2014-09-17"])]
@@ -158,8 +161,8 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     full = report.forecast_page("t<1>", metrics_rows, plots, worst, [("artifact: x", "<b>")], training,
                                 "s3://b/run/model/a1/metrics.json", "promoted <beats both>", accuracy)
     images = _page_images(full)
-    # gate comparison, training curves, the 3 validation/horizon plots, accuracy over time
-    assert len(images) == 6 and all(png.startswith(PNG_SIGNATURE) and len(png) > 1000 for png in images)
+    # gate comparison, training curves, the 3 validation/horizon plots, the fan chart, accuracy over time
+    assert len(images) == 7 and all(png.startswith(PNG_SIGNATURE) and len(png) > 1000 for png in images)
     for text in ("0.1234", "&lt;b&gt;", "Store 7", "start: 2015-08-01, end: 2015-09-17", "2014-08-02 to 2014-09-17",
                  "0.1511", "0.1622", "0.1733", "s3://b/models/champions/x", "promoted &lt;beats both&gt;",
                  "Training curves", "run_2015-07-20", "0.1955"):
@@ -167,7 +170,7 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     assert "src=\"validation" not in full and ".png\"" not in full, "no image is referenced by path"
 
     bare = report.forecast_page("t", metrics_rows, plots, worst, [], None, "s3://b/m/metrics.json", None, [])
-    assert len(_page_images(bare)) == 3
+    assert len(_page_images(bare)) == 4
     assert "holds no gate scores" in bare and "No earlier forecast has been scored" in bare
     assert "Training curves" not in bare
 
