@@ -259,7 +259,7 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
 def calibrate_quantiles(validation_rows: DataFrame, levels: tuple[float, ...]) -> tuple[dict[int, list[float]], dict]:
     """(per lead week the non-crossing residual quantiles at levels, what the summary says of them) from the
     validation predictions (out of time, all dated <= the as-of date); sparse lead weeks pooled with neighbours."""
-    residuals = quantiles.validation_residuals(validation_rows, ACTUAL_COL, LOG_FORECAST_COL).localCheckpoint()
+    residuals = quantiles.validation_residuals(validation_rows, ACTUAL_COL, LOG_FORECAST_COL)
     counts = {row[quantiles.LEAD_WEEK_COL]: row["count"]
               for row in residuals.groupBy(quantiles.LEAD_WEEK_COL).count().collect()}
     spans = quantiles.pooled_weeks(counts)
@@ -348,6 +348,12 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
                        ("closed rows (Sales 0)", counts["closed"]), ("horizon", metadata.get("test_window")),
                        ("as of", metadata.get("as_of")), ("total forecast sales", float(submission["Sales"].sum())),
                        ("total naive seasonal baseline sales", float(submission[BASELINE_COL].sum())),
+                       ("quantile levels", quantile_summary["levels"]),
+                       ("validation rows per lead week 1..7 (their residuals calibrate the quantiles)",
+                        ", ".join(str(n) for n in quantile_summary["validation_rows_by_lead_week"].values())),
+                       ("lead weeks pooled with neighbours (too few rows)",
+                        ", ".join(f"{week}: weeks {span[0]}-{span[1]}"
+                                  for week, span in quantile_summary["pooled_lead_weeks"].items()) or "none"),
                        ("features", features_attempt), ("model", model_attempt)]
         context = read_report_context(trained_model_uri, scores_uri, as_of, training_metrics, model_attempt)
         write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_PAGE), run_metrics,

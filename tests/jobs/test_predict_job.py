@@ -223,7 +223,7 @@ def test_report_is_one_self_contained_page(job):
     # gate comparison and training curves of the trained model, 3 validation/horizon plots, the fan chart,
     # accuracy history
     assert len(page.images) == 7
-    assert "P10-P90 fan" in text
+    assert "P10-P90 fan" in text and "lead weeks pooled with neighbours (too few rows)2: weeks 1-3" in text
     for source in page.images:
         assert source.startswith("data:image/png;base64,"), "an image that is not embedded would not open from S3"
         png = base64.b64decode(source.split(",", 1)[1])
