@@ -11,6 +11,8 @@ plus --train-args) and predict. Scores the horizon rows with Sales > 0 against t
              split), predicting the prepared test split; closed days (Open == 0) forecast 0 like predict does
   floor      the point-in-time floor: the expected sales as known on D (synth/point_in_time.py)
 beside the median horizon bias (median of forecast / point-in-time expected sales; per lead week for the model),
+the quantile forecasts' P10-P90 coverage and weighted quantile loss (forecast_quantiles.csv and the naive baseline's
+quantiles in predictions/, beside the exact quantiles of the generated sales; overall and per lead week),
 the model's val exp-RMSPE and gate scores (metrics.json), each job's wall time, the machine and the benchmarked
 commit. Merges the results per (scenario, stores) into bench/out/robustness_<label>.json, draws
 bench/out/robustness_<label>.png (per store count, per scenario: model, naive and LightGBM over the floor) and
@@ -57,9 +59,16 @@ from bench_forecast_truth import REPO, train_and_predict  # noqa: E402
 
 from rossmann_jobs import storage  # noqa: E402
 from rossmann_jobs.forecast.baseline import BASELINE_COL  # noqa: E402
-from rossmann_jobs.output_layout import PREDICTIONS_DIR, SUBMISSION_FILE, TEST_DIR, TRAIN_DIR, VALIDATION_DIR  # noqa: E402
+from rossmann_jobs.output_layout import (  # noqa: E402
+    PREDICTIONS_DIR,
+    QUANTILES_FILE,
+    SUBMISSION_FILE,
+    TEST_DIR,
+    TRAIN_DIR,
+    VALIDATION_DIR,
+)
 from rossmann_jobs.synth.cli import generate, land  # noqa: E402
-from rossmann_jobs.synth.forecast_score import horizon_truth, score_forecast  # noqa: E402
+from rossmann_jobs.synth.forecast_score import horizon_truth, score_forecast, score_quantiles  # noqa: E402
 from rossmann_jobs.synth.scenarios import SCENARIOS, scenario_config  # noqa: E402
 from rossmann_jobs.synth.truth import exp_rmspe  # noqa: E402
 
@@ -148,6 +157,21 @@ def product_forecasts(predictions: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return submission, rows[["Id", BASELINE_COL]].dropna(subset=["Id"]).astype({"Id": int})
 
 
+def quantile_forecasts(predictions: str) -> tuple[list[float], dict[str, pd.DataFrame]] | None:
+    """(levels, {"model": Id + P columns of forecast_quantiles.csv, "naive": Id + the baseline's quantile columns of
+    the predictions}); None for a checkout whose predict writes no quantiles."""
+    attempt = storage.committed_uri(predictions)
+    uri = storage.join(attempt, QUANTILES_FILE)
+    if not storage.exists(uri):
+        return None
+    model = pd.read_csv(io.BytesIO(storage.read_bytes(uri))).drop(columns=["Date", "Store"])
+    levels = [float(name[1:]) / 100 for name in model.columns[1:]]
+    rows = read_split(predictions, PREDICTIONS_DIR)
+    rows = rows[rows["split"] == "test"] if "split" in rows else rows
+    naive = rows[["Id", *(f"{BASELINE_COL}{name}" for name in model.columns[1:])]].dropna(subset=["Id"])
+    return levels, {"model": model, "naive": naive.astype({"Id": int})}
+
+
 def median_bias(truth: pd.DataFrame, plan: pd.DataFrame, as_of: dt.date,
                 forecasts: dict[str, pd.Series]) -> dict:
     """Median of forecast / point-in-time expected sales over the scored rows (Sales > 0); per lead week (1..7)
@@ -189,12 +213,16 @@ def run_cell(scenario: str, stores: int, args: argparse.Namespace, repo: Path, s
     scores = score_forecast(truth, plan, submission, baseline)
     scores["LightGBM"] = score_forecast(truth, plan, lgbm)["model"]
     bias = median_bias(truth, plan, args.as_of, {"model": submission, "naive": baseline, "LightGBM": lgbm})
+    quantiles = quantile_forecasts(run["predictions"])
+    quantile_scores = (score_quantiles(truth, plan, args.as_of, config.sigma, *quantiles)
+                       if quantiles else None)
     return {"scenario": scenario, "stores": stores, "as_of": args.as_of.isoformat(), "seed": args.seed,
             "description": SCENARIOS[scenario].description, "config": dataclasses.asdict(config),
             "scored_rows": scores["rows"],
             "point_in_time_floor": scores["point_in_time_floor"], "noise_floor": scores["noise_floor"],
             "exp_rmspe": {"model": scores["model"], "naive": scores["baseline"], "LightGBM": scores["LightGBM"]},
             "median_bias": bias["median"], "model_bias_by_lead_week": bias["model_by_lead_week"],
+            "quantiles": quantile_scores,
             "val_exp_rmspe": metrics.get("best_val_exp_rmspe"), "gate_scores": metrics.get("gate_scores"),
             "lightgbm": lgbm_fit, "train_args": ["--num-proc", "2", *shlex.split(args.train_args)],
             "timings_s": {"prepare": round(prepare_s, 1), **run["timings_s"], "lightgbm_fit": lgbm_fit["fit_s"]},
@@ -225,6 +253,20 @@ def print_table(results: dict) -> None:
                                                                 key=lambda kv: int(kv[0])))
         print(f"| {r['scenario']} | {r['stores']} | {r['point_in_time_floor']:.4f} | "
               f"{r['exp_rmspe']['LightGBM'] / r['point_in_time_floor']:.3f} | {weeks} |")
+    quantiled = [r for r in ordered(results) if r.get("quantiles")]
+    if quantiled:
+        print("\n| scenario | stores | nominal | coverage model | model by lead week 1..7 | coverage naive | "
+              "coverage exact | wQL model | wQL naive | model vs naive (%) | wQL exact |")
+        print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    for r in quantiled:
+        q = r["quantiles"]
+        weeks = " ".join(f"{value['coverage']:.3f}" for _, value in sorted(q["model"]["by_lead_week"].items(),
+                                                                          key=lambda kv: int(kv[0])))
+        print(f"| {r['scenario']} | {r['stores']} | {q['nominal_coverage']:.2f} | {q['model']['coverage']:.3f} | "
+              f"{weeks} | {q['naive']['coverage']:.3f} | {q['exact']['coverage']:.3f} | "
+              f"{q['model']['quantile_loss']:.4f} | {q['naive']['quantile_loss']:.4f} | "
+              f"{100 * (q['model']['quantile_loss'] / q['naive']['quantile_loss'] - 1):+.1f} | "
+              f"{q['exact']['quantile_loss']:.4f} |")
 
 
 def plot(results: dict, label: str, path: Path, compare: tuple[str, dict] | None) -> None:

@@ -26,6 +26,7 @@ TRAIN_METRICS_FILE, TRAINING_CURVES_FILE = "metrics.json", "training_curves.png"
 
 # predict: a forecast attempt
 SUBMISSION_FILE, PREDICTIONS_DIR = "submission.csv", "predictions"
+QUANTILES_FILE = "forecast_quantiles.csv"   # Id, Date, Store, P10, P50, P90 (the quantile levels), beside submission
 
 # score: the scores root (one object per write, no attempts)
 SCORES_SUMMARY_FILE = "summary.json"

@@ -7,8 +7,10 @@ attempt prefix, or the gate's pinned champion copy of one (same layout: model/, 
 root's models/ or runs/ and with the SHA-256 recorded for it (--model-sha256, else its train job's): the model is
 built by this code from artifact.json and its weights.npz, never deserialized (rossmann_jobs/model_files.py).
 --features is a committed prepare job output, --raw the drop it was prepared from: submission.csv holds exactly
-one row per Id of its test.csv. The committed attempt under --out holds submission.csv, predictions/ (Parquet,
-partitioned by split; test rows with the naive seasonal baseline beside the model's forecast) and
+one row per Id of its test.csv. The committed attempt under --out holds submission.csv, forecast_quantiles.csv (Id,
+Date, Store and P10/P50/P90, or the --quantiles levels: the forecast times exp of the validation window's
+log-residual quantiles of the row's lead week, forecast/quantiles.py), predictions/ (Parquet, partitioned by split;
+test rows with the naive seasonal baseline and its quantiles beside the model's forecast and quantiles) and
 report/index.html (one page, plots embedded). The layout: rossmann_jobs/output_layout.py.
 Inference is vectorized: each Python worker loads the model once and applies it to whole Arrow batches; nothing but
 small aggregates, the Id columns (checked there) and the submission's columns reach the driver.
@@ -37,9 +39,9 @@ from rossmann_jobs.features.spec import (
     VALIDATION_DIR,
 )
 from rossmann_jobs.features.validate import read_text_csv
-from rossmann_jobs.forecast import metrics, report, score_records
-from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
-from rossmann_jobs.forecast.inference import BroadcastModel
+from rossmann_jobs.forecast import metrics, quantiles, report, score_records
+from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast, baseline_quantiles
+from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel
 from rossmann_jobs.forecast.inputs import (
     DATE_TYPES,
     FLOAT_TYPES,
@@ -75,6 +77,7 @@ from rossmann_jobs.model_files import ARTIFACT_PATH, open_model
 from rossmann_jobs.model_trust import ModelRefusedError
 from rossmann_jobs.output_layout import (
     PREDICTIONS_DIR,
+    QUANTILES_FILE,
     REPORT_PAGE,
     SCORES_SUMMARY_FILE,
     SUBMISSION_FILE,
@@ -104,6 +107,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the run's train output (committed): its gate scores and training curves go into the "
                              "report (default: those of --model)")
     parser.add_argument("--gate-decision", default="", help="the quality gate's reason, shown in the report")
+    parser.add_argument("--quantiles", default=",".join(f"{q:g}" for q in quantiles.QUANTILE_LEVELS),
+                        help="comma-separated quantile levels of the quantile forecasts (default: %(default)s)")
     parser.add_argument("--scores", default="",
                         help="scoring root (summary.json): earlier forecasts scored by the as-of date go into the "
                              "report")
@@ -145,9 +150,10 @@ def read_history(spark: SparkSession, features_attempt: str) -> DataFrame:
 
 
 def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int], mappings: dict, as_of: date,
-                raw_ids: pd.DataFrame, raw_test_uri: str) -> tuple[DataFrame, DataFrame, dict[str, int]]:
-    """(test with OpenStatus and the baseline, validation, row counts), both re-indexed to the model's
-    vocabularies; the test split must hold every Id of the raw test.csv."""
+                raw_ids: pd.DataFrame, raw_test_uri: str, levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS
+                ) -> tuple[DataFrame, DataFrame, dict[str, int]]:
+    """(test with OpenStatus, the baseline and its quantiles at levels, validation, row counts), both re-indexed to
+    the model's vocabularies; the test split must hold every Id of the raw test.csv."""
     test_uri = storage.join(features_attempt, TEST_DIR)
     test_keys = {"Id": INTEGER_TYPES, "StoreId": INTEGER_TYPES, "Date": DATE_TYPES, "Open": INTEGER_TYPES}
     test, _ = read_split(spark, test_uri, test_keys, ["Id", "StoreId", "Date"], sizes)
@@ -160,8 +166,10 @@ def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int
     # Fitted before the re-indexing: history and test rows share the prepare output's DayOfWeek/Promo indices.
     # Materialized once (small: one row per test Id), since the test frame is queried several times below.
     history = read_history(spark, features_attempt)
-    baseline = (baseline_forecast(test.select("Id", "StoreId", "DayOfWeek", "Promo"), history, end=as_of)
-                .select("Id", BASELINE_COL).localCheckpoint())
+    baseline_columns = quantiles.quantile_columns(levels, quantiles.BASELINE_PREFIX)
+    baseline = baseline_forecast(test.select("Id", "StoreId", "DayOfWeek", "Promo"), history, end=as_of)
+    baseline = (baseline_quantiles(baseline, history, as_of, levels, baseline_columns)
+                .select("Id", BASELINE_COL, *baseline_columns).localCheckpoint())
     test = with_open_status(remap_indices(test, mappings)).join(F.broadcast(baseline), "Id", "left")
     status = {row[OPEN_STATUS_COL]: row["count"] for row in test.groupBy(OPEN_STATUS_COL).count().collect()}
     if status.get(INVALID):
@@ -212,7 +220,7 @@ def read_report_context(trained_model_uri: str, scores_uri: str, as_of: date,
 
 def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_metrics: list[tuple[str, object]],
                  info: list[tuple[str, object]], validation_rmspe: float | None, context: dict,
-                 gate_decision: str) -> None:
+                 gate_decision: str, levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS) -> None:
     """Aggregate in Spark, plot the small results on the driver, write the one self-contained index.html."""
     store_totals = metrics.per_store(validation).toPandas()
     chosen = report.pick_stores(store_totals)
@@ -224,19 +232,52 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
                .orderBy("Date").toPandas())
     store_rmspe = dict(zip(store_totals["StoreId"].astype(int), store_totals["rmspe"]))
     worst = store_totals.dropna(subset=["rmspe"]).sort_values(["rmspe", "StoreId"], ascending=[False, True])
+    # The fan: the outer levels as the band, the median (else the point forecast) as the line; short names.
+    short = {name: quantiles.level_name(level) for name, level in zip(quantiles.quantile_columns(levels), levels)}
+    low, high = list(short)[0], list(short)[-1]
+    mid = next((name for name, label in short.items() if label == "P50"), FORECAST_COL)
+    fan = (test.filter(F.col("StoreId").isin(chosen) & is_forecast())
+           .select("StoreId", "Date", *dict.fromkeys([low, mid, high])).toPandas().rename(columns=short))
+    fan_actuals = validation.filter(F.col("StoreId").isin(chosen)).select("StoreId", "Date", ACTUAL_COL).toPandas()
     plots = [("Validation window: forecast vs actual, all stores", report.overall_plot(daily, validation_rmspe)),
              ("Validation window: forecast vs actual, selected stores", report.stores_plot(by_store, store_rmspe)),
-             ("Forecast horizon", report.horizon_plot(horizon))]
+             ("Forecast horizon", report.horizon_plot(horizon)),
+             (f"Forecast horizon: {short[low]}-{short[high]} fan, selected stores",
+              report.fan_chart(fan_actuals, fan, short[low], short.get(mid, mid), short[high]))]
     page = report.forecast_page("Rossmann sales forecast", run_metrics, plots, worst.head(WORST_STORES), info,
                                 gate_decision=gate_decision or None, **context)
     storage.write_bytes(report_uri, page.encode("utf-8"))
 
 
+def calibrate_quantiles(validation_rows: DataFrame, levels: tuple[float, ...]) -> tuple[dict[int, list[float]], dict]:
+    """(per lead week the non-crossing residual quantiles at levels, what the summary says of them) from the
+    validation predictions (out of time, all dated <= the as-of date); sparse lead weeks pooled with neighbours."""
+    residuals = quantiles.validation_residuals(validation_rows, ACTUAL_COL, LOG_FORECAST_COL)
+    counts = {row[quantiles.LEAD_WEEK_COL]: row["count"]
+              for row in residuals.groupBy(quantiles.LEAD_WEEK_COL).count().collect()}
+    spans = quantiles.pooled_weeks(counts)
+    collected = {row[quantiles.LEAD_WEEK_COL]: row["_q"]
+                 for row in quantiles.residual_quantiles(residuals, spans, levels).collect()}
+    table = quantiles.quantile_table(collected, levels)
+    pooled = {week: list(span) for week, span in spans.items() if span != (week, week)}
+    if pooled:
+        log.warning("lead week(s) with fewer than %d validation rows calibrated on neighbouring weeks: %s",
+                    quantiles.MIN_ROWS_PER_WEEK, pooled)
+    summary = {"levels": list(levels), "method": "validation residual quantiles per lead week",
+               "validation_rows_by_lead_week": {str(week): counts.get(week, 0) for week in sorted(table)},
+               "pooled_lead_weeks": {str(week): span for week, span in pooled.items()},
+               "min_rows_per_lead_week": quantiles.MIN_ROWS_PER_WEEK,
+               "log_residual_quantiles_by_lead_week": {str(week): [round(v, 6) for v in values]
+                                                       for week, values in table.items()}}
+    return table, summary
+
+
 def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri: str, *, raw_uri: str,
                 trained_model_uri: str = "", scores_uri: str = "", gate_decision: str = "",
-                model_sha256: str = "") -> dict:
+                model_sha256: str = "", quantile_levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS) -> dict:
     """The whole job on an existing session; returns the commit manifest."""
     timings: dict[str, float] = {}
+    levels = quantiles.check_levels(quantile_levels)
     source = open_model(model_uri, model_sha256)   # location, format and digests checked before anything is used
     model_attempt, features_attempt = source.attempt, storage.committed_uri(features_uri)
     artifact_uri, metadata_uri = storage.join(model_attempt, ARTIFACT_PATH), storage.join(features_attempt,
@@ -269,22 +310,28 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
     with timed("read and check inputs, fit the baseline", timings):
         raw_ids, raw_test_uri = read_raw_test_ids(spark, raw_uri)
         test, validation, counts = read_inputs(spark, features_attempt, sizes, mappings, as_of, raw_ids,
-                                               raw_test_uri)
+                                               raw_test_uri, levels)
     with timed("forecast and write predictions", timings):
         model = BroadcastModel(spark, source)
         try:
-            (test_predictions(test, model, threads, partitions)
-             .unionByName(validation_predictions(validation, model, threads, partitions))
+            # Validation first (small, materialized once): its residuals calibrate the test rows' quantiles.
+            validation_rows = validation_predictions(validation, model, threads, partitions, levels).localCheckpoint()
+            residual_table, quantile_summary = calibrate_quantiles(validation_rows, levels)
+            (test_predictions(test, model, threads, partitions, as_of, residual_table, levels)
+             .unionByName(validation_rows)
              .write.partitionBy(SPLIT_COL).parquet(storage.spark_uri(predictions_uri)))
         finally:
             model.destroy()
     predictions = spark.read.parquet(storage.spark_uri(predictions_uri))
     split = {name: predictions.filter(F.col(SPLIT_COL) == name) for name in (TEST, VALIDATION)}
     with timed("check predictions", timings):
-        submission = split[TEST].select("Id", F.col(FORECAST_COL).alias("Sales"), BASELINE_COL).toPandas()
+        quantile_columns = quantiles.quantile_columns(levels)
+        submission = split[TEST].select("Id", "StoreId", "Date", F.col(FORECAST_COL).alias("Sales"), BASELINE_COL,
+                                        *quantile_columns).toPandas()
         check_predictions(predictions, raw_ids, submission, counts)
     with timed("write submission", timings):
         storage.write_bytes(storage.join(attempt, SUBMISSION_FILE), csv_bytes(submission))
+        storage.write_bytes(storage.join(attempt, QUANTILES_FILE), quantiles.quantiles_csv_bytes(submission, levels))
     with timed("metrics and report", timings):
         validation_rmspe = metrics.overall_rmspe(split[VALIDATION])
         log.info("validation exp-RMSPE %s over %d rows", validation_rmspe, counts["validation"])
@@ -295,24 +342,31 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
                        ("closed rows (Sales 0)", counts["closed"]), ("horizon", metadata.get("test_window")),
                        ("as of", metadata.get("as_of")), ("total forecast sales", float(submission["Sales"].sum())),
                        ("total naive seasonal baseline sales", float(submission[BASELINE_COL].sum())),
+                       ("quantile levels", quantile_summary["levels"]),
+                       ("validation rows per lead week 1..7 (their residuals calibrate the quantiles)",
+                        ", ".join(str(n) for n in quantile_summary["validation_rows_by_lead_week"].values())),
+                       ("lead weeks pooled with neighbours (too few rows)",
+                        ", ".join(f"{week}: weeks {span[0]}-{span[1]}"
+                                  for week, span in quantile_summary["pooled_lead_weeks"].items()) or "none"),
                        ("features", features_attempt), ("model", model_attempt)]
         context = read_report_context(trained_model_uri, scores_uri, as_of, training_metrics, model_attempt)
         write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_PAGE), run_metrics,
-                     model_info(artifact, training_metrics), validation_rmspe, context, gate_decision)
+                     model_info(artifact, training_metrics), validation_rmspe, context, gate_decision, levels)
 
     summary = {"rows": counts, "validation_exp_rmspe": validation_rmspe, "model": model_attempt,
                "features": features_attempt, "raw": raw_uri, "as_of": as_of.isoformat(),
                "horizon": metadata.get("test_window"), "baseline_column": BASELINE_COL,
-               "remapped_vocabularies": sorted(mappings), "timings_s": timings}
+               "remapped_vocabularies": sorted(mappings), "quantiles": quantile_summary, "timings_s": timings}
     manifest = storage.commit(out_uri, attempt, summary)
     log.info("committed %s: %s", storage.join(out_uri, manifest["attempt"]), summary)
     return manifest
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> dict:
+    levels = tuple(float(level) for level in args.quantiles.split(",") if level.strip())
     return run_predict(spark, args.model, args.features, args.out, raw_uri=args.raw,
                        trained_model_uri=args.trained_model, scores_uri=args.scores, gate_decision=args.gate_decision,
-                       model_sha256=args.model_sha256)
+                       model_sha256=args.model_sha256, quantile_levels=levels)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,10 +5,11 @@ spark-submit rossmann_jobs/score.py --raw URI --as-of D --forecasts URI --out UR
 --raw is the drop for D (its train.csv holds the actual sales up to D), --forecasts a JSON list of forecast records
 (as_of < D, run_id, run_key, predictions_uri: a committed predict attempt's predictions/). Under the scores root
 --out it writes, each as one object (one PUT): <D0>/<run key>/<D>.json per forecast (overall, per lead day, per lead
-week and per store exp-RMSPE and median forecast/actual ratio of the model and the baseline, with row counts; status
-"pending" while no actual is known), then summary.json (the latest record per forecast, and the "recent" check: every
-row of this run's forecasts dated in the last 14 days up to D) and report/index.html. Re-running with the same inputs
-rewrites the same bytes. Scoring rules: rossmann_jobs/forecast/scoring.py.
+week and per store exp-RMSPE, median forecast/actual ratio, P10-P90 interval coverage and weighted quantile loss of
+the model and the baseline, with row counts; status "pending" while no actual is known), then summary.json (the
+latest record per forecast, and the "recent" check: every row of this run's forecasts dated in the last 14 days up to
+D) and report/index.html. Re-running with the same inputs rewrites the same bytes. Scoring rules:
+rossmann_jobs/forecast/scoring.py.
 """
 from __future__ import annotations
 
@@ -44,18 +45,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def read_forecast(spark: SparkSession, record: dict) -> DataFrame:
-    """A forecast's test-split predictions as scoring.FORECAST_COLUMNS (baseline null if predict wrote none)."""
+    """A forecast's test-split predictions as scoring.FORECAST_COLUMNS (baseline and quantiles null where predict
+    wrote none)."""
     uri = record["predictions_uri"]
     if not storage.exists(storage.join(uri, f"{SPLIT_COL}={TEST}")):
         raise ScoringInputError(f"forecast {score_records.forecast_key(record)}: {uri} has no {SPLIT_COL}={TEST}/ "
                                 "predictions (a re-run of its predict task replaced that attempt?): re-run the "
                                 "run's publish_forecast task so the registry names its committed attempt.")
     df = spark.read.parquet(storage.spark_uri(uri)).filter(F.col(SPLIT_COL) == TEST)
-    baseline = F.col(BASELINE_COL) if BASELINE_COL in df.columns else F.lit(None)
+    optional = [BASELINE_COL, *scoring.MODEL_QUANTILES, *scoring.BASELINE_QUANTILES]
     return df.select(F.lit(score_records.forecast_key(record)).alias(scoring.KEY_COL),
                      F.lit(date.fromisoformat(record["as_of"])).alias(scoring.AS_OF_COL),
-                     F.col("StoreId").cast("int"), F.col("Date").cast("date"),
-                     F.col(FORECAST_COL).cast("double"), baseline.cast("double").alias(BASELINE_COL))
+                     F.col("StoreId").cast("int"), F.col("Date").cast("date"), F.col(FORECAST_COL).cast("double"),
+                     *[(F.col(name) if name in df.columns else F.lit(None)).cast("double").alias(name)
+                       for name in optional])
 
 
 def read_actuals(spark: SparkSession, raw_uri: str, after: date, through: date) -> DataFrame:
@@ -113,7 +116,8 @@ def run_score(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_u
         key = score_records.forecast_key(forecast)
         record = score_records.forecast_record(forecast, scoring_date, raw_uri, horizons.get(key),
                                                (overall.get(key) or [None])[0], by_lead.get(key, []),
-                                               by_store.get(key, []), by_lead_week.get(key, []))
+                                               by_store.get(key, []), by_lead_week.get(key, []),
+                                               scoring.SCORED_LEVELS)
         record_uri = storage.join(out_uri, score_records.record_path(forecast, scoring_date))
         storage.write_json(record_uri, record)
         entries[key] = score_records.summary_entry(record, record_uri)

@@ -26,7 +26,14 @@ from rossmann.report_link import ForecastReportLink, report_uri
 from rossmann.uris import pinned_model_uri, record_as_of
 from rossmann_jobs.commit_protocol import attempt_uri
 from rossmann_jobs.model_trust import DIGESTS_KEY, decode_digests, encode_digests, sha256_hex
-from rossmann_jobs.output_layout import MODEL_FILES, PREDICTIONS_DIR, SUBMISSION_FILE, TRAIN_METRICS_FILE, under
+from rossmann_jobs.output_layout import (
+    MODEL_FILES,
+    PREDICTIONS_DIR,
+    QUANTILES_FILE,
+    SUBMISSION_FILE,
+    TRAIN_METRICS_FILE,
+    under,
+)
 
 log = logging.getLogger("rossmann.quality_gate")
 
@@ -188,6 +195,7 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
         "run_id": run_id,
         "model_uri": gate["champion_model_uri"],
         "submission_uri": under(attempt, SUBMISSION_FILE),
+        "quantiles_uri": under(attempt, QUANTILES_FILE),     # P10/P50/P90 per Id (forecast_quantiles.csv)
         "report_uri": report_uri(attempt),
         "predictions_uri": under(attempt, PREDICTIONS_DIR),
         "forecast_val_exp_rmspe": summary.get("validation_exp_rmspe"),

@@ -4,11 +4,13 @@ Every forecast and every gate decision is compared with it: a model that cannot 
 not worth shipping. It is fitted on prepared rows (StoreId raw, DayOfWeek and Promo as vocabulary indices of the
 same prepare output, LABEL_COL = log(Sales) of rows with Sales > 0), so it only ever sees data dated up to the
 window's end. Keys without history fall back to the store x promo median, then the store median, then the median
-of all stores.
+of all stores. Its quantiles (baseline_quantiles) are the empirical quantiles of the same cells, with the same
+fallback: the naive interval every quantile forecast is scored against.
 """
 from __future__ import annotations
 
 from datetime import date, timedelta
+from typing import Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -46,3 +48,23 @@ def with_baseline(rows: DataFrame, medians: list[tuple[list[str], DataFrame]]) -
 def baseline_forecast(rows: DataFrame, history: DataFrame, end: date, days: int = WINDOW_DAYS) -> DataFrame:
     """rows + BASELINE_COL fitted on history's window (end - days, end]."""
     return with_baseline(rows, seasonal_medians(history, end, days))
+
+
+def seasonal_percentiles(history: DataFrame, end: date, levels: Sequence[float], days: int = WINDOW_DAYS
+                         ) -> list[tuple[list[str], DataFrame]]:
+    """Per level of LEVELS, the exact quantiles at `levels` of the window's log(Sales): (keys, keys + array)."""
+    window = history_window(history, end, days)
+    return [(keys, window.groupBy(*keys).agg(F.percentile(LABEL_COL, list(levels)).alias(f"_q_{len(keys)}")))
+            for keys in LEVELS]
+
+
+def baseline_quantiles(rows: DataFrame, history: DataFrame, end: date, levels: Sequence[float],
+                       columns: Sequence[str], days: int = WINDOW_DAYS) -> DataFrame:
+    """rows + one column per level (named by `columns`): exp of the quantile of log(Sales) of the most specific
+    cell with history; all levels from the same cell, so they never cross."""
+    out, tables = rows, seasonal_percentiles(history, end, levels, days)
+    for keys, table in tables:
+        out = out.join(F.broadcast(table), keys, "left") if keys else out.crossJoin(F.broadcast(table))
+    chosen = F.coalesce(*[F.col(f"_q_{len(keys)}") for keys, _table in tables])
+    out = out.withColumns({name: F.exp(chosen[index]).cast("double") for index, name in enumerate(columns)})
+    return out.drop(*[f"_q_{len(keys)}" for keys, _table in tables])

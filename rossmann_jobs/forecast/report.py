@@ -89,6 +89,30 @@ def horizon_plot(daily: pd.DataFrame) -> bytes:
     return png_bytes(figure)
 
 
+def fan_chart(actuals: pd.DataFrame, horizon: pd.DataFrame, low: str, mid: str, high: str) -> bytes:
+    """One panel per store: the validation window's actual sales (up to the as-of date), then the horizon's `mid`
+    quantile forecast as a line in the band from `low` to `high` (columns of horizon: StoreId, Date and those)."""
+    stores = list(dict.fromkeys(horizon["StoreId"]))
+    columns = 2 if len(stores) > 1 else 1
+    rows = max(1, -(-len(stores) // columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(6 * columns, 3.5 * rows), squeeze=False,
+                                constrained_layout=True)
+    for axis, store in zip(axes.flat, stores):
+        past = actuals[actuals["StoreId"] == store].sort_values("Date")
+        ahead = horizon[horizon["StoreId"] == store].sort_values("Date")
+        axis.plot(past["Date"], past[ACTUAL], color="tab:blue", marker=".", label="actual (validation window)")
+        axis.fill_between(ahead["Date"], ahead[low], ahead[high], color="tab:orange", alpha=0.25,
+                          label=f"{low}-{high}")
+        axis.plot(ahead["Date"], ahead[mid], color="tab:orange", marker=".", label=mid)
+        axis.set_title(f"Store {store}", fontsize=10)
+        axis.tick_params(axis="x", labelrotation=45, labelsize=8)
+        axis.grid(alpha=0.3)
+    for axis in list(axes.flat)[len(stores):]:
+        axis.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    return png_bytes(figure)
+
+
 def gate_comparison_plot(scores: dict[str, Any]) -> bytes:
     """exp-RMSPE of challenger, champion and naive baseline on the same validation rows (what the gate compared)."""
     shown = [(label, scores[key], color) for key, label, color in GATE_FORECASTS if scores.get(key) is not None]

@@ -16,7 +16,17 @@ SCORED, PENDING = "scored", "pending"
 MODEL_RMSPE, BASELINE_RMSPE = "model_exp_rmspe", "baseline_exp_rmspe"
 # Median of forecast / actual over the scored rows: 1 is unbiased, 1.08 says 8 % too high on the typical row.
 MODEL_MEDIAN_RATIO, BASELINE_MEDIAN_RATIO = "model_median_ratio", "baseline_median_ratio"
-SCORE_KEYS = (MODEL_RMSPE, BASELINE_RMSPE, MODEL_MEDIAN_RATIO, BASELINE_MEDIAN_RATIO)
+# The quantile forecasts (forecast/quantiles.py): the share of actuals inside the interval between the lowest and the
+# highest quantile (P10-P90: nominal 0.8), and the weighted quantile loss (Amazon Forecast's wQL: per level
+# 2 sum(pinball loss) / sum(actual), averaged over the levels; lower is better).
+MODEL_COVERAGE, BASELINE_COVERAGE = "model_interval_coverage", "baseline_interval_coverage"
+MODEL_QUANTILE_LOSS, BASELINE_QUANTILE_LOSS = "model_quantile_loss", "baseline_quantile_loss"
+SCORE_KEYS = (MODEL_RMSPE, BASELINE_RMSPE, MODEL_MEDIAN_RATIO, BASELINE_MEDIAN_RATIO, MODEL_COVERAGE,
+              BASELINE_COVERAGE, MODEL_QUANTILE_LOSS, BASELINE_QUANTILE_LOSS)
+# An interval is calibrated while its coverage is within this of its nominal coverage (or two binomial standard
+# errors, for few rows): 77-83 % for the 80 % interval.
+COVERAGE_TOLERANCE = 0.03
+UNDER_COVERING, OVER_COVERING, CALIBRATED = "under-covering", "over-covering", "calibrated"
 # summary.json's check of the latest drop: every row of this run's forecasts dated in the last RECENT_WINDOW_DAYS
 # days up to the scoring date, whatever the lead day (publish_scores alerts on it).
 RECENT, RECENT_WINDOW_DAYS = "recent", 14
@@ -78,18 +88,36 @@ def _scores(row: dict[str, Any], name: str | None = None) -> dict[str, Any]:
     return {**out, **{key: _number(row[key]) for key in ("rows", "days", "rows_without_forecast", *SCORE_KEYS)}}
 
 
+def interval_verdict(coverage: float | None, nominal: float, rows: int) -> str | None:
+    """Whether an interval's observed coverage over `rows` rows is below, above or near its nominal coverage."""
+    if coverage is None or not rows:
+        return None
+    tolerance = max(COVERAGE_TOLERANCE, 2 * math.sqrt(nominal * (1 - nominal) / rows))
+    if coverage < nominal - tolerance:
+        return UNDER_COVERING
+    return OVER_COVERING if coverage > nominal + tolerance else CALIBRATED
+
+
 def forecast_record(forecast: dict[str, Any], scoring_date: date, raw_uri: str, horizon: dict[str, str] | None,
                     overall: dict[str, Any] | None, by_lead: Iterable[dict[str, Any]],
-                    by_store: Iterable[dict[str, Any]], by_lead_week: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The record of one forecast scored with the drop for scoring_date; pending when no actual is known yet."""
+                    by_store: Iterable[dict[str, Any]], by_lead_week: Iterable[dict[str, Any]],
+                    quantile_levels: Iterable[float] = ()) -> dict[str, Any]:
+    """The record of one forecast scored with the drop for scoring_date; pending when no actual is known yet.
+    quantile_levels: the levels scored (the interval is the lowest to the highest)."""
     status = SCORED if overall and overall["rows"] else PENDING
+    levels = sorted(quantile_levels)
+    nominal = _number(levels[-1] - levels[0]) if len(levels) > 1 else None
+    scores = _scores(overall) if status == SCORED else None
     return {
         "forecast": {key: forecast.get(key) for key in ("as_of", "run_id", "run_key", "predictions_uri")},
         "scoring_date": scoring_date.isoformat(),
         "raw": raw_uri,
         "horizon": horizon,
         "status": status,
-        "overall": _scores(overall) if status == SCORED else None,
+        "quantile_levels": levels, "interval_nominal": nominal,
+        "interval_verdict": interval_verdict((scores or {}).get(MODEL_COVERAGE), nominal, (scores or {}).get("rows"))
+        if nominal else None,
+        "overall": scores,
         "by_lead_day": [_scores(row, "lead_day") for row in by_lead],
         "by_lead_week": [_scores(row, "lead_week") for row in by_lead_week],
         "by_store": [_scores(row, "store") for row in by_store],
@@ -105,6 +133,7 @@ def summary_entry(record: dict[str, Any], record_uri: str) -> dict[str, Any]:
         "scoring_date": record["scoring_date"], "status": record["status"], "horizon": record["horizon"],
         "rows": overall.get("rows", 0), "days_scored": overall.get("days", 0),
         **{key: overall.get(key) for key in SCORE_KEYS},
+        "interval_nominal": record.get("interval_nominal"), "interval_verdict": record.get("interval_verdict"),
         "by_lead_day": [[row["lead_day"], row["rows"], row[MODEL_RMSPE], row[BASELINE_RMSPE]]
                         for row in record["by_lead_day"]],
         "by_lead_week": [[row["lead_week"], row["rows"], *(row[key] for key in SCORE_KEYS)]
@@ -120,6 +149,14 @@ def pooled(parts: Iterable[tuple[int, float | None]]) -> float | None:
     if not parts or any(score is None for _rows, score in parts):
         return None
     return _number(math.sqrt(sum(rows * score ** 2 for rows, score in parts) / sum(rows for rows, _ in parts)))
+
+
+def pooled_mean(parts: Iterable[tuple[int, float | None]]) -> float | None:
+    """A mean over the union of disjoint row sets from (rows, mean) pairs (a coverage); None as in pooled."""
+    parts = [(rows, value) for rows, value in parts if rows]
+    if not parts or any(value is None for _rows, value in parts):
+        return None
+    return _number(sum(rows * value for rows, value in parts) / sum(rows for rows, _ in parts))
 
 
 def recent_check(row: dict[str, Any], scoring_date: date, window_days: int = RECENT_WINDOW_DAYS) -> dict[str, Any]:
@@ -155,7 +192,9 @@ def merge_summary(previous: dict[str, Any] | None, entries: dict[str, dict[str, 
         "scored_through": max((e["scoring_date"] for e in forecasts.values()), default=None),
         "overall": {"forecasts_scored": len(scored), "rows": sum(e["rows"] for e in scored),
                     MODEL_RMSPE: pooled((e["rows"], e[MODEL_RMSPE]) for e in scored),
-                    BASELINE_RMSPE: pooled((e["rows"], e[BASELINE_RMSPE]) for e in scored)},
+                    BASELINE_RMSPE: pooled((e["rows"], e[BASELINE_RMSPE]) for e in scored),
+                    MODEL_COVERAGE: pooled_mean((e["rows"], e.get(MODEL_COVERAGE)) for e in scored),
+                    BASELINE_COVERAGE: pooled_mean((e["rows"], e.get(BASELINE_COVERAGE)) for e in scored)},
         RECENT: _latest((previous or {}).get(RECENT), recent),
     }
 
@@ -176,8 +215,8 @@ def median_ratio_by_lead_week(summary: dict[str, Any]) -> list[tuple[int, int, f
     all their rows cannot be had); a forecast without a baseline ratio counts for the model only."""
     parts: dict[int, list[tuple[float | None, float | None]]] = {}
     for entry in summary["forecasts"].values():
-        for week, _rows, _model, _baseline, model_ratio, baseline_ratio in entry.get("by_lead_week", []):
-            parts.setdefault(week, []).append((model_ratio, baseline_ratio))
+        for row in entry.get("by_lead_week", []):
+            parts.setdefault(row[0], []).append((row[4], row[5]))
 
     def median(values: Iterable[float | None]) -> float | None:
         known = [value for value in values if value is not None]
@@ -185,6 +224,26 @@ def median_ratio_by_lead_week(summary: dict[str, Any]) -> list[tuple[int, int, f
 
     return [(week, len(ratios), median(r[0] for r in ratios), median(r[1] for r in ratios))
             for week, ratios in sorted(parts.items())]
+
+
+def coverage_by_lead_week(summary: dict[str, Any]) -> list[tuple[int, int, float | None, float | None,
+                                                              float | None, float | None]]:
+    """(lead week, rows, model and baseline interval coverage, model and baseline quantile loss) over the latest
+    records of every scored forecast that has quantile scores: coverage pooled exactly (a mean over rows); the
+    quantile loss as the rows-weighted mean of the forecasts' own (their sums of sales are not kept)."""
+    parts: dict[int, list[list[Any]]] = {}
+    for entry in summary["forecasts"].values():
+        for row in entry.get("by_lead_week", []):
+            if len(row) >= 10 and row[6] is not None:    # records written before the quantiles have none
+                parts.setdefault(row[0], []).append(row)
+    return [(week, sum(r[1] for r in rows), *(pooled_mean((r[1], r[index]) for r in rows) for index in (6, 7, 8, 9)))
+            for week, rows in sorted(parts.items())]
+
+
+def interval_nominal(summary: dict[str, Any]) -> float | None:
+    """The nominal coverage of the scored forecasts' interval (the latest one's, should they differ)."""
+    known = [e for e in summary["forecasts"].values() if e.get("interval_nominal")]
+    return max(known, key=lambda e: (e["scoring_date"], e["as_of"]))["interval_nominal"] if known else None
 
 
 def scored_as_of(summary: dict[str, Any] | None, as_of: date) -> list[dict[str, Any]]:

@@ -1,4 +1,6 @@
-"""The scores report: exp-RMSPE and bias of model vs baseline by lead day/week and as-of date, one self-contained page.
+"""The scores report: exp-RMSPE, bias and interval calibration of model vs baseline by lead day/week and as-of date.
+
+One self-contained page.
 
 The PNGs are embedded as data: URIs, so the single index.html object opens straight from S3 (a presigned link or
 the console) with nothing else to fetch.
@@ -9,14 +11,20 @@ from typing import Any
 
 from rossmann_jobs.forecast.report import accuracy_table, embedded_png, html_table, over_time_plot, page, plt, png_bytes
 from rossmann_jobs.forecast.score_records import (
+    BASELINE_COVERAGE,
     BASELINE_MEDIAN_RATIO,
     BASELINE_RMSPE,
     BIAS_ALERT_THRESHOLD,
+    COVERAGE_TOLERANCE,
+    MODEL_COVERAGE,
     MODEL_MEDIAN_RATIO,
     MODEL_RMSPE,
     RECENT,
     SCORED,
+    UNDER_COVERING,
     by_lead_day,
+    coverage_by_lead_week,
+    interval_nominal,
     median_ratio_by_lead_week,
 )
 
@@ -59,6 +67,30 @@ def lead_week_ratio_plot(rows: list[tuple[int, int, float | None, float | None]]
                                   unbiased_band=True)
 
 
+def calibration_plot(rows: list[tuple], nominal: float) -> bytes:
+    """Observed coverage of the interval by lead week (coverage_by_lead_week), model vs naive baseline quantiles,
+    against the nominal coverage and its tolerance band; beside it the weighted quantile loss by lead week."""
+    figure, (coverage, loss) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    weeks = [row[0] for row in rows]
+    coverage.axhspan(nominal - COVERAGE_TOLERANCE, nominal + COVERAGE_TOLERANCE, color="tab:green", alpha=0.12,
+                     label=f"nominal {nominal:.0%} +- {COVERAGE_TOLERANCE:.0%}")
+    coverage.axhline(nominal, color="tab:green", linewidth=0.8)
+    for axis, (model, baseline), ylabel in ((coverage, (2, 3), "observed coverage of the interval"),
+                                            (loss, (4, 5), "weighted quantile loss (lower is better)")):
+        axis.plot(weeks, [row[model] for row in rows], marker="o", color="tab:orange", label="model")
+        axis.plot(weeks, [row[baseline] for row in rows], marker="o", color="tab:gray",
+                  label="naive seasonal baseline quantiles")
+        axis.set_xticks(weeks)
+        axis.set_xlabel("lead week (1: lead days 1-7 ... 7: lead days 43-48)")
+        axis.set_ylabel(ylabel)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    coverage.set_ylim(0, 1)
+    coverage.set_title("Calibration: nominal vs observed coverage by lead week", fontsize=10)
+    loss.set_title("Quantile loss by lead week", fontsize=10)
+    return png_bytes(figure)
+
+
 def recent_rows(recent: dict[str, Any] | None) -> list[tuple[str, Any]]:
     """The summary table's lines of the recent check (the last days up to the latest scoring date)."""
     if recent is None:
@@ -68,24 +100,37 @@ def recent_rows(recent: dict[str, Any] | None) -> list[tuple[str, Any]]:
             (f"{label}: model exp-RMSPE", recent[MODEL_RMSPE]),
             (f"{label}: baseline exp-RMSPE", recent[BASELINE_RMSPE]),
             (f"{label}: model median forecast/actual", recent[MODEL_MEDIAN_RATIO]),
-            (f"{label}: baseline median forecast/actual", recent[BASELINE_MEDIAN_RATIO])]
+            (f"{label}: baseline median forecast/actual", recent[BASELINE_MEDIAN_RATIO]),
+            (f"{label}: model interval coverage", recent.get(MODEL_COVERAGE)),
+            (f"{label}: baseline interval coverage", recent.get(BASELINE_COVERAGE))]
 
 
 def index_html(summary: dict[str, Any]) -> bytes:
     """The whole report as one page with its plots inline."""
     entries = sorted(summary["forecasts"].values(), key=lambda e: (e["as_of"], e["run_id"]))
     scored = [e for e in entries if e["status"] == SCORED]
-    overall = summary["overall"]
+    overall, nominal = summary["overall"], interval_nominal(summary)
     totals = html_table([
         ("scored through drop", summary["scored_through"]), ("forecasts scored", overall["forecasts_scored"]),
         ("rows scored (latest per forecast)", overall["rows"]), ("model exp-RMSPE (pooled)", overall[MODEL_RMSPE]),
-        ("baseline exp-RMSPE (pooled)", overall[BASELINE_RMSPE]), *recent_rows(summary.get(RECENT)),
+        ("baseline exp-RMSPE (pooled)", overall[BASELINE_RMSPE]),
+        ("nominal coverage of the quantile interval", nominal),
+        ("model interval coverage (pooled)", overall.get(MODEL_COVERAGE)),
+        ("baseline interval coverage (pooled)", overall.get(BASELINE_COVERAGE)),
+        ("forecasts whose interval is under-covering", ", ".join(
+            f"{e['as_of']} {e['run_id']}" for e in scored if e.get("interval_verdict") == UNDER_COVERING) or "none"),
+        *recent_rows(summary.get(RECENT)),
         ("pending (no actuals yet)", ", ".join(summary["pending"]) or "none")])
     if scored:
         plots = [("By lead day", embedded_png(lead_day_plot(by_lead_day(summary)), "exp-RMSPE by lead day")),
                  ("Bias by lead week", embedded_png(lead_week_ratio_plot(median_ratio_by_lead_week(summary)),
                                                     "median forecast/actual ratio by lead week")),
                  ("Over time", embedded_png(over_time_plot(scored), "exp-RMSPE by forecast as-of date"))]
+        calibration = coverage_by_lead_week(summary)
+        if calibration and nominal:
+            plots.append(("Calibration of the quantile forecasts by lead week",
+                          embedded_png(calibration_plot(calibration, nominal),
+                                       "interval coverage and quantile loss by lead week")))
     else:
         plots = [("Plots", "<p>No forecast has actuals yet.</p>")]
     return page("Rossmann forecast scores: model vs naive seasonal baseline",

@@ -1,4 +1,5 @@
-"""Score past forecasts on the actual sales of a later drop: exp-RMSPE and median forecast/actual ratio (Spark).
+"""Score past forecasts on the actual sales of a later drop: exp-RMSPE, median forecast/actual ratio, and the
+quantile forecasts' interval coverage and weighted quantile loss (Spark).
 
 A forecast made as of D0 is scored with drop D (D0 < D) on every store and day it covers that has an actual:
 rows of the drop's train.csv that prepare would accept (features/validate.py), dated in (D0, D] and inside the
@@ -7,7 +8,9 @@ error), for the stores the forecast holds. An actual the forecast has no row for
 baseline): the forecast said nothing would be sold, so it is a 100 % miss, not a row to leave out. A forecast row
 without an actual (a closed day, a day not yet known) is not scored. The median of forecast / actual over the same
 rows shows a bias exp-RMSPE hides (a forecast 8 % high on every day has ratio 1.08); a row without a forecast row
-has ratio 0, as it is a 100 % miss in exp-RMSPE.
+has ratio 0, as it is a 100 % miss in exp-RMSPE. The quantile forecasts of the model and of the baseline (the
+levels of SCORED_LEVELS: forecast/quantiles.py) are scored on the same rows, 0 where the forecast has no row; a
+forecast made before predict wrote quantiles has none scored.
 """
 from __future__ import annotations
 
@@ -19,17 +22,32 @@ from pyspark.sql import functions as F
 from rossmann_jobs.features.validate import acceptable
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL, rmspe
+from rossmann_jobs.forecast.quantiles import (
+    BASELINE_PREFIX,
+    MODEL_PREFIX,
+    QUANTILE_LEVELS,
+    lead_week,
+    quantile_columns,
+)
 from rossmann_jobs.forecast.score_records import (
+    BASELINE_COVERAGE,
     BASELINE_MEDIAN_RATIO,
+    BASELINE_QUANTILE_LOSS,
     BASELINE_RMSPE,
+    MODEL_COVERAGE,
     MODEL_MEDIAN_RATIO,
+    MODEL_QUANTILE_LOSS,
     MODEL_RMSPE,
 )
 
 KEY_COL, AS_OF_COL = "ForecastKey", "ForecastAsOf"   # "<as_of>/<run key>" and its as-of date D0
 LEAD_COL, LEAD_WEEK_COL, HAS_FORECAST_COL = "LeadDay", "LeadWeek", "HasForecast"
 HORIZON_START_COL, HORIZON_END_COL = "HorizonStart", "HorizonEnd"
-FORECAST_COLUMNS = [KEY_COL, AS_OF_COL, "StoreId", "Date", FORECAST_COL, BASELINE_COL]
+SCORED_LEVELS = QUANTILE_LEVELS
+MODEL_QUANTILES, BASELINE_QUANTILES = (quantile_columns(SCORED_LEVELS, MODEL_PREFIX),
+                                       quantile_columns(SCORED_LEVELS, BASELINE_PREFIX))
+FORECAST_COLUMNS = [KEY_COL, AS_OF_COL, "StoreId", "Date", FORECAST_COL, BASELINE_COL, *MODEL_QUANTILES,
+                    *BASELINE_QUANTILES]
 
 
 def actual_sales(train: DataFrame, after: date, through: date) -> DataFrame:
@@ -58,17 +76,16 @@ def scored_rows(forecasts: DataFrame, actuals: DataFrame, scoring_date: date) ->
     in_window = ((F.col("Date") > F.col(AS_OF_COL)) & (F.col("Date") <= F.lit(scoring_date))
                  & F.col("Date").between(F.col(HORIZON_START_COL), F.col(HORIZON_END_COL)))
     candidates = actuals.join(stores, "StoreId").join(window, KEY_COL).filter(in_window)
-    held = forecasts.select(KEY_COL, "StoreId", "Date", FORECAST_COL, BASELINE_COL,
-                            F.lit(True).alias(HAS_FORECAST_COL))
+    forecast_values = [FORECAST_COL, BASELINE_COL, *MODEL_QUANTILES, *BASELINE_QUANTILES]
+    held = forecasts.select(KEY_COL, "StoreId", "Date", *forecast_values, F.lit(True).alias(HAS_FORECAST_COL))
     joined = candidates.join(held, [KEY_COL, "StoreId", "Date"], "left")
     has_forecast = F.coalesce(F.col(HAS_FORECAST_COL), F.lit(False))
     # A null baseline on a held row (a forecast made before predict wrote one) stays null: not scored as 0.
     lead_day = F.datediff("Date", AS_OF_COL)
     return joined.select(
         KEY_COL, AS_OF_COL, "StoreId", "Date", lead_day.alias(LEAD_COL),
-        F.ceil(lead_day / 7).cast("int").alias(LEAD_WEEK_COL), ACTUAL_COL,
-        F.when(has_forecast, F.col(FORECAST_COL)).otherwise(F.lit(0.0)).alias(FORECAST_COL),
-        F.when(has_forecast, F.col(BASELINE_COL)).otherwise(F.lit(0.0)).alias(BASELINE_COL),
+        lead_week(lead_day).alias(LEAD_WEEK_COL), ACTUAL_COL,
+        *[F.when(has_forecast, F.col(name)).otherwise(F.lit(0.0)).alias(name) for name in forecast_values],
         has_forecast.alias(HAS_FORECAST_COL))
 
 
@@ -77,17 +94,50 @@ def median_ratio(actual: str, forecast: str) -> Column:
     return F.median(F.col(forecast) / F.col(actual))
 
 
+def interval_coverage(actual: str, low: str, high: str) -> Column:
+    """The share of rows whose actual lies in [low, high]."""
+    return F.avg(F.col(actual).between(F.col(low), F.col(high)).cast("double"))
+
+
+def pinball(actual: str, quantile: str, level: float) -> Column:
+    """The quantile (pinball) loss of one row: level x (y - q) when y >= q, (1 - level) x (q - y) below."""
+    error = F.col(actual) - F.col(quantile)
+    return F.greatest(F.lit(level) * error, F.lit(level - 1) * error)
+
+
+def weighted_quantile_loss(actual: str, quantiles: list[str], levels: tuple[float, ...]) -> Column:
+    """Amazon Forecast's wQL averaged over the levels: per level 2 sum(pinball) / sum(actual)."""
+    losses = [2 * F.sum(pinball(actual, name, level)) / F.sum(actual) for name, level in zip(quantiles, levels)]
+    total = losses[0]
+    for loss in losses[1:]:
+        total = total + loss
+    return total / len(losses)
+
+
+def complete(columns: list[str]) -> Column:
+    """No null in the columns over the group: a score of only some of the rows would not compare."""
+    return sum((F.sum(F.col(name).isNull().cast("long")) for name in columns), F.lit(0)) == 0
+
+
+def quantile_scores(quantiles: list[str], coverage: str, loss: str) -> list[Column]:
+    return [F.when(complete(quantiles), interval_coverage(ACTUAL_COL, quantiles[0], quantiles[-1])).alias(coverage),
+            F.when(complete(quantiles), weighted_quantile_loss(ACTUAL_COL, quantiles, SCORED_LEVELS)).alias(loss)]
+
+
 def scores() -> list[Column]:
     """The aggregates of a group of scored rows: rows, days, rows without a forecast row, exp-RMSPE and median
-    forecast/actual ratio of the model and the baseline."""
+    forecast/actual ratio of the model and the baseline, and their quantile forecasts' interval coverage and
+    weighted quantile loss."""
     # A baseline scored on only some of the rows would not compare with the model: none then.
-    full_baseline = F.sum(F.col(BASELINE_COL).isNull().cast("long")) == 0
+    full_baseline = complete([BASELINE_COL])
     return [F.count(F.lit(1)).alias("rows"), F.countDistinct("Date").alias("days"),
             F.sum((~F.col(HAS_FORECAST_COL)).cast("long")).alias("rows_without_forecast"),
             rmspe(ACTUAL_COL, FORECAST_COL).alias(MODEL_RMSPE),
             F.when(full_baseline, rmspe(ACTUAL_COL, BASELINE_COL)).alias(BASELINE_RMSPE),
             median_ratio(ACTUAL_COL, FORECAST_COL).alias(MODEL_MEDIAN_RATIO),
-            F.when(full_baseline, median_ratio(ACTUAL_COL, BASELINE_COL)).alias(BASELINE_MEDIAN_RATIO)]
+            F.when(full_baseline, median_ratio(ACTUAL_COL, BASELINE_COL)).alias(BASELINE_MEDIAN_RATIO),
+            *quantile_scores(MODEL_QUANTILES, MODEL_COVERAGE, MODEL_QUANTILE_LOSS),
+            *quantile_scores(BASELINE_QUANTILES, BASELINE_COVERAGE, BASELINE_QUANTILE_LOSS)]
 
 
 def score_table(scored: DataFrame, by: list[str]) -> DataFrame:

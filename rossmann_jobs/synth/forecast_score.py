@@ -4,13 +4,18 @@
 data set the drop came from (deterministic), reads the predict job's committed output (submission.csv and the naive
 seasonal baseline in predictions/) and prints exp-RMSPE against the hidden Sales of the drop's test.csv rows
 (Sales > 0): the model, the naive baseline, the noise floor (the noise-free expected sales) and the point-in-time
-floor (the expected sales as known on D, synth/point_in_time.py).
+floor (the expected sales as known on D, synth/point_in_time.py). score_quantiles scores quantile forecasts the same
+way: P10-P90 coverage and weighted quantile loss (as forecast/scoring.py defines them), beside the exact quantiles of
+the generated sales (the noise is log-normal: Sales = expected x exp(eps), eps ~ N(0, sigma^2), so the q quantile is
+expected x exp(sigma z_q), rounding aside).
 """
 from __future__ import annotations
 
 import datetime as dt
 import io
 import tempfile
+from statistics import NormalDist
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -68,3 +73,39 @@ def score_predictions(dataset, as_of: dt.date, raw_uri: str, predictions_uri: st
     rows = rows[rows["split"] == "test"] if "split" in rows else rows
     baseline = rows[["Id", BASELINE_COL]].dropna(subset=["Id"]).astype({"Id": int})
     return score_forecast(horizon_truth(dataset, as_of), plan, submission, baseline)
+
+
+def exact_quantiles(expected: np.ndarray, sigma: float, levels: Sequence[float]) -> np.ndarray:
+    """[row, level] quantiles of the generated sales: expected x exp(sigma z_q)."""
+    z = np.array([NormalDist().inv_cdf(level) for level in levels])
+    return np.asarray(expected, float)[:, None] * np.exp(sigma * z)[None, :]
+
+
+def quantile_scores(actual: np.ndarray, quantiles: np.ndarray, levels: Sequence[float]) -> dict:
+    """coverage: share of actuals in [lowest, highest quantile]; quantile_loss: per level 2 sum(pinball) /
+    sum(actual), averaged over the levels (forecast/scoring.py's definitions, in numpy)."""
+    error = actual[:, None] - quantiles
+    tau = np.asarray(levels, float)[None, :]
+    pinball = np.maximum(tau * error, (tau - 1) * error)
+    return {"coverage": float(np.mean((actual >= quantiles[:, 0]) & (actual <= quantiles[:, -1]))),
+            "quantile_loss": float(np.mean(2 * pinball.sum(axis=0) / actual.sum()))}
+
+
+def score_quantiles(truth: pd.DataFrame, plan: pd.DataFrame, as_of: dt.date, sigma: float,
+                    levels: Sequence[float], forecasts: dict[str, pd.DataFrame]) -> dict:
+    """Per forecast (Id + one column per level, in order; a missing Id is forecast 0) and for the exact quantiles
+    ("exact"): quantile_scores over the plan's rows with Sales > 0, overall and per lead week (1..7)."""
+    rows = plan[["Id", "Store", "Date"]].assign(Date=lambda f: pd.to_datetime(f["Date"]))
+    rows = rows.merge(truth, on=["Store", "Date"], how="left", validate="one_to_one")
+    rows = rows[rows["Sales"] > 0]
+    actual = rows["Sales"].to_numpy(float)
+    week = np.clip(-(-(rows["Date"] - pd.Timestamp(as_of)).dt.days.to_numpy() // 7), 1, 7)
+    values = {"exact": exact_quantiles(rows["ExpectedSales"].to_numpy(float), sigma, levels)}
+    for name, frame in forecasts.items():
+        columns = list(frame.columns[1:])
+        values[name] = rows[["Id"]].merge(frame, on="Id", how="left")[columns].fillna(0).to_numpy(float)
+    return {"levels": list(levels), "nominal_coverage": levels[-1] - levels[0], "rows": int(len(rows)),
+            **{name: {**quantile_scores(actual, q, levels),
+                      "by_lead_week": {int(w): quantile_scores(actual[week == w], q[week == w], levels)
+                                       for w in np.unique(week)}}
+               for name, q in values.items()}}

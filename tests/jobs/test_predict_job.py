@@ -101,6 +101,37 @@ def test_submission_has_exactly_one_row_per_test_id_sorted(job):
 
 
 @pytest.mark.slow
+def test_forecast_quantiles_csv_has_one_monotone_row_per_test_id(job):
+    """P10 <= P50 <= P90 on every row, 0 on closed days, the forecast times the validation residual quantiles of
+    the row's lead week (the summary's table); the baseline's quantiles never cross either."""
+    quantiles = pd.read_csv(io.BytesIO(storage.read_bytes(storage.join(job.attempt, "forecast_quantiles.csv"))))
+    test = job.features.test
+    assert list(quantiles.columns) == ["Id", "Date", "Store", "P10", "P50", "P90"]
+    assert quantiles["Id"].tolist() == sorted(test["Id"].tolist())
+    merged = quantiles.merge(test[["Id", "StoreId", "Date", "Open"]].astype({"Date": str}), on="Id",
+                             validate="one_to_one")
+    assert (merged["Store"] == merged["StoreId"]).all() and (merged["Date_x"] == merged["Date_y"]).all()
+    values = quantiles[["P10", "P50", "P90"]].to_numpy()
+    assert (np.diff(values, axis=1) >= 0).all()
+    closed = merged["Open"].eq(0).fillna(False).astype(bool).to_numpy()
+    assert (values[closed] == 0).all() and (values[~closed, 0] > 0).all()
+    assert (values[~closed, 2] > values[~closed, 0]).all()
+    summary = job.manifest["summary"]["quantiles"]
+    assert summary["levels"] == [0.1, 0.5, 0.9]
+    table = summary["log_residual_quantiles_by_lead_week"]
+    got = job.test_predictions.assign(Date=job.test_predictions["Date"].astype(str))
+    for row in got[got["OpenStatus"] != "closed"].itertuples():
+        expected = [row.SalesForecast * math.exp(q) for q in table[str(row.LeadWeek)]]
+        assert [row.SalesP10, row.SalesP50, row.SalesP90] == pytest.approx(expected, rel=1e-5)
+    assert set(got["LeadWeek"]) == {1, 2}      # 8 horizon days after the as-of date
+    baseline = got[["SalesBaselineP10", "SalesBaselineP50", "SalesBaselineP90"]].to_numpy()
+    assert (np.diff(baseline, axis=1) >= 0).all() and (baseline[got["OpenStatus"] == "closed"] == 0).all()
+    # 48 validation rows with random lead days: too few for any week alone, all pooled.
+    assert sum(summary["validation_rows_by_lead_week"].values()) == len(job.features.validation)
+    assert summary["pooled_lead_weeks"]
+
+
+@pytest.mark.slow
 def test_closed_rows_are_zero_and_open_rows_finite_and_positive(job):
     merged = job.submission.merge(job.features.test[["Id", "Open"]], on="Id", validate="one_to_one")
     closed = merged["Open"].eq(0).fillna(False).astype(bool)
@@ -193,8 +224,10 @@ def test_report_is_one_self_contained_page(job):
     page = _Page()
     page.feed(storage.read_bytes(storage.join(job.attempt, REPORT_PAGE)).decode("utf-8"))
     text = "".join(page.text)
-    # gate comparison and training curves of the trained model, 3 validation/horizon plots, accuracy history
-    assert len(page.images) == 6
+    # gate comparison and training curves of the trained model, 3 validation/horizon plots, the fan chart,
+    # accuracy history
+    assert len(page.images) == 7
+    assert "P10-P90 fan" in text and "lead weeks pooled with neighbours (too few rows)2: weeks 1-3" in text
     for source in page.images:
         assert source.startswith("data:image/png;base64,"), "an image that is not embedded would not open from S3"
         png = base64.b64decode(source.split(",", 1)[1])
@@ -207,7 +240,7 @@ def test_report_is_one_self_contained_page(job):
 @pytest.mark.slow
 def test_commit_lists_all_outputs(job):
     files = job.manifest["files"]
-    assert "submission.csv" in files
+    assert "submission.csv" in files and "forecast_quantiles.csv" in files
     assert [f for f in files if f.startswith("report/")] == [REPORT_PAGE]
     assert any(f.startswith("predictions/split=test/") and f.endswith(".parquet") for f in files)
     assert any(f.startswith("predictions/split=validation/") and f.endswith(".parquet") for f in files)

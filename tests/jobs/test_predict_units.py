@@ -4,7 +4,7 @@ from __future__ import annotations
 import base64
 import html.parser
 import math
-from datetime import date
+from datetime import date, timedelta
 
 import numpy as np
 import pandas as pd
@@ -145,8 +145,11 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     daily = pd.DataFrame({"Date": days, "SalesActual": [5.0, 6, 7, 6, 5], "SalesForecast": [5.5, 6, 6, 6, 4]})
     by_store = pd.concat([daily.assign(StoreId=s) for s in (3, 7, 9)])
     horizon = pd.DataFrame({"Date": days, "SalesForecast": [9.0, 0, 8, 7, 9], "OpenStores": [3, 0, 3, 3, 2]})
+    ahead = pd.DataFrame({"Date": pd.date_range("2014-08-06", periods=3).date, "P50": [6.0, 6.5, 7.0]})
+    fan = pd.concat([ahead.assign(StoreId=s, P10=ahead["P50"] * 0.9, P90=ahead["P50"] * 1.2) for s in (3, 7)])
     plots = [("overall", report.overall_plot(daily, 0.12)), ("stores", report.stores_plot(by_store, {3: 0.1})),
-             ("horizon", report.horizon_plot(horizon))]
+             ("horizon", report.horizon_plot(horizon)),
+             ("fan", report.fan_chart(by_store, fan, "P10", "P50", "P90"))]
     worst = pd.DataFrame({"StoreId": [7], "rmspe": [0.3]})
     metrics_rows = [("validation exp-RMSPE", 0.1234), ("horizon", {"start": "2015-08-01", "end": "2015-09-17"}),
                     ("validation window", ["2014-08-02", "2014-09-17"])]
@@ -160,8 +163,8 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     full = report.forecast_page("t<1>", metrics_rows, plots, worst, [("artifact: x", "<b>")], training,
                                 "s3://b/run/model/a1/metrics.json", "promoted <beats both>", accuracy)
     images = _page_images(full)
-    # gate comparison, training curves, the 3 validation/horizon plots, accuracy over time
-    assert len(images) == 6 and all(png.startswith(PNG_SIGNATURE) and len(png) > 1000 for png in images)
+    # gate comparison, training curves, the 3 validation/horizon plots, the fan chart, accuracy over time
+    assert len(images) == 7 and all(png.startswith(PNG_SIGNATURE) and len(png) > 1000 for png in images)
     for text in ("0.1234", "&lt;b&gt;", "Store 7", "start: 2015-08-01, end: 2015-09-17", "2014-08-02 to 2014-09-17",
                  "0.1511", "0.1622", "0.1733", "s3://b/models/champions/x", "promoted &lt;beats both&gt;",
                  "Training curves", "run_2015-07-20", "0.1955"):
@@ -169,7 +172,7 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     assert "src=\"validation" not in full and ".png\"" not in full, "no image is referenced by path"
 
     bare = report.forecast_page("t", metrics_rows, plots, worst, [], None, "s3://b/m/metrics.json", None, [])
-    assert len(_page_images(bare)) == 3
+    assert len(_page_images(bare)) == 4
     assert "holds no gate scores" in bare and "No earlier forecast has been scored" in bare
     assert "Training curves" not in bare
 
@@ -226,3 +229,93 @@ def test_weights_of_another_network_are_rejected(tmp_path):
     content = _model_content(wrong)
     with pytest.raises(IncompatibleModelError, match="its weights name layers .* the model built from its artifact"):
         model_cache.load_model(f"file://{tmp_path}/wrong", lambda: content)
+
+
+# Quantile forecasts (rossmann_jobs/forecast/quantiles.py)
+
+def test_sparse_lead_weeks_are_pooled_with_their_neighbours():
+    from rossmann_jobs.forecast.quantiles import pooled_weeks
+
+    counts = {1: 40, 2: 10, 3: 25, 4: 40, 5: 40, 6: 40, 7: 5}
+    assert pooled_weeks(counts, min_rows=30) == {1: (1, 1), 2: (1, 3), 3: (2, 4), 4: (4, 4), 5: (5, 5),
+                                                 6: (6, 6), 7: (6, 7)}
+    assert pooled_weeks({1: 3}, min_rows=30)[4] == (1, 7)     # too few rows anywhere: every week pooled
+
+
+def test_quantiles_never_cross():
+    from rossmann_jobs.forecast.quantiles import non_crossing, quantile_table
+
+    assert non_crossing([-0.2, -0.3, 0.1]) == [-0.2, -0.2, 0.1]
+    table = quantile_table({1: [-0.1, 0.0, 0.2], 2: [0.3, 0.1, 0.2]}, (0.1, 0.5, 0.9))
+    assert table[2] == [0.3, 0.3, 0.3] and table[7] == [0.0, 0.0, 0.0]
+    assert all(values == sorted(values) for values in table.values())
+
+
+def test_residual_quantiles_per_lead_week_on_a_hand_made_case(spark):
+    """Week 1 has its own 40 residuals, week 2 only 5: it is calibrated on weeks 1-3 (85 rows)."""
+    from rossmann_jobs.forecast.quantiles import (
+        LEAD_WEEK_COL,
+        RESIDUAL_COL,
+        pooled_weeks,
+        residual_quantiles,
+        validation_residuals,
+    )
+
+    rng = np.random.default_rng(5)
+    weeks = [1] * 40 + [2] * 5 + [3] * 40
+    actual = rng.uniform(100, 1000, size=len(weeks))
+    log_forecast = np.log(actual) - rng.normal(0, [0.05 * w for w in weeks])
+    frame = spark.createDataFrame(
+        [(w, float(a), float(f)) for w, a, f in zip(weeks, actual, log_forecast)] + [(1, 0.0, 1.0)],
+        "LeadWeek int, SalesActual double, LogSalesForecast double")
+    residuals = validation_residuals(frame, "SalesActual", "LogSalesForecast")
+    assert residuals.count() == len(weeks)       # the row without sales has no residual
+    counts = {1: 40, 2: 5, 3: 40}
+    levels = (0.1, 0.5, 0.9)
+    got = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, pooled_weeks(counts, weeks=3), levels)
+           .collect()}
+    expected = np.log(actual) - log_forecast
+    weeks = np.array(weeks)
+    assert got[1] == pytest.approx(np.percentile(expected[weeks == 1], [10, 50, 90]))
+    assert got[2] == pytest.approx(np.percentile(expected, [10, 50, 90]))
+    assert got[3] == pytest.approx(np.percentile(expected[weeks == 3], [10, 50, 90]))
+    assert RESIDUAL_COL in residuals.columns
+
+
+def test_quantile_forecasts_scale_the_forecast_monotone_and_closed_days_are_zero(spark):
+    from rossmann_jobs.forecast.quantiles import lead_week, quantiles_csv_bytes, with_quantiles
+
+    table = {week: [-0.2 * week, 0.0, 0.1 * week] for week in range(1, 8)}
+    rows = spark.createDataFrame([(3, 1, date(2015, 8, 2), 100.0, 1), (1, 2, date(2015, 8, 9), 200.0, 9),
+                                  (2, 1, date(2015, 9, 30), 0.0, 60)],
+                                 "Id int, StoreId int, Date date, SalesForecast double, lead int")
+    out = with_quantiles(rows.withColumn("LeadWeek", lead_week(rows["lead"])), table, (0.1, 0.5, 0.9),
+                         "SalesForecast").orderBy("Id").toPandas()
+    assert out["LeadWeek"].tolist() == [2, 7, 1]       # lead 9 -> week 2, 60 (past the 48 days) -> 7, 1 -> 1
+    assert out.loc[2, ["SalesP10", "SalesP50", "SalesP90"]].tolist() == pytest.approx(
+        [100 * math.exp(-0.2), 100.0, 100 * math.exp(0.1)])
+    assert out.loc[0, ["SalesP10", "SalesP50", "SalesP90"]].tolist() == pytest.approx(
+        [200 * math.exp(-0.4), 200.0, 200 * math.exp(0.2)])
+    assert out.loc[1, ["SalesP10", "SalesP50", "SalesP90"]].tolist() == [0.0, 0.0, 0.0]
+    values = out[["SalesP10", "SalesP50", "SalesP90"]].to_numpy()
+    assert (np.diff(values, axis=1) >= 0).all()
+    text = quantiles_csv_bytes(out, (0.1, 0.5, 0.9)).decode()
+    assert text.splitlines() == ["Id,Date,Store,P10,P50,P90", "1,2015-08-09,2,134.06,200.00,244.28",
+                                 "2,2015-09-30,1,0.00,0.00,0.00", "3,2015-08-02,1,81.87,100.00,110.52"]
+
+
+def test_baseline_quantiles_are_the_cells_empirical_quantiles_with_the_baselines_fallback(spark):
+    from rossmann_jobs.forecast.baseline import baseline_quantiles
+
+    end = date(2015, 7, 31)
+    sales = [100.0, 200.0, 300.0, 400.0, 500.0]
+    history = spark.createDataFrame(
+        [(1, end - timedelta(days=7 * i), 5, 1, float(np.log(s))) for i, s in enumerate(sales)]
+        + [(1, end - timedelta(days=400), 5, 1, float(np.log(9999.0)))],       # before the 365-day window
+        "StoreId int, Date date, DayOfWeek int, Promo int, Sales float")
+    rows = spark.createDataFrame([(1, 1, 5, 1), (2, 1, 3, 0)], "Id int, StoreId int, DayOfWeek int, Promo int")
+    out = baseline_quantiles(rows, history, end, (0.1, 0.5, 0.9), ["B10", "B50", "B90"]).orderBy("Id").toPandas()
+    expected = np.exp(np.percentile(np.log(np.array(sales, dtype=np.float32)), [10, 50, 90]))
+    assert out.loc[0, ["B10", "B50", "B90"]].tolist() == pytest.approx(expected, rel=1e-5)
+    # store 1 has no history for weekday 3 without promo, nor without promo at all: the store's cell
+    assert out.loc[1, ["B10", "B50", "B90"]].tolist() == pytest.approx(expected, rel=1e-5)

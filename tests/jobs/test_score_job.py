@@ -12,11 +12,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from rossmann_jobs import score, storage
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import parse_columns
-from rossmann_jobs.forecast import scoring
+from rossmann_jobs.forecast import score_records, score_report, scoring
 from rossmann_jobs.forecast.score_records import (
     ScoringInputError,
     median_ratio_by_lead_week,
@@ -57,9 +58,11 @@ def raw_train_lines(rows: list[tuple[int, str, int]], extra: list[str] = ()) -> 
 
 
 def forecast_frame(spark, key: str, as_of: date, rows):
+    """scoring.FORECAST_COLUMNS of a forecast without quantiles (null, as read from older predictions)."""
     df = spark.createDataFrame([(s, date.fromisoformat(d), f, b) for s, d, f, b in rows],
                                "StoreId int, Date date, SalesForecast double, SalesBaseline double")
-    return df.selectExpr(f"'{key}' AS {scoring.KEY_COL}", f"DATE'{as_of}' AS {scoring.AS_OF_COL}", "*")
+    quantiles = [f"CAST(NULL AS double) AS {name}" for name in scoring.MODEL_QUANTILES + scoring.BASELINE_QUANTILES]
+    return df.selectExpr(f"'{key}' AS {scoring.KEY_COL}", f"DATE'{as_of}' AS {scoring.AS_OF_COL}", "*", *quantiles)
 
 
 def parsed_actuals(spark, lines: list[str]):
@@ -169,6 +172,95 @@ def test_pooled_scores_and_the_latest_scoring_date_wins():
     assert merge_summary(later, {}, None)["recent"]["rows"] == 1 and merge_summary(None, {})["recent"] is None
 
 
+# --- quantile forecasts: interval coverage and weighted quantile loss ---------------------------------------------
+
+QUANTILE_AS_OF = date(2015, 8, 1)
+# (day after the as-of date, actual, model P10/P50/P90, baseline P10/P50/P90); day 4 has no forecast row (0s), day 5
+# no actual.
+QUANTILE_ROWS = [(1, 100, (90, 100, 110), (0, 1000, 2000)), (2, 200, (150, 180, 190), (0, 1000, 2000)),
+                 (3, 300, (310, 320, 330), (0, 1000, 2000)), (4, 400, None, None), (5, None, (1, 2, 3), (1, 2, 3))]
+
+
+def quantile_forecast_frame(spark, key: str, as_of: date, rows):
+    """A forecast with quantile columns: (store, date, forecast, model P10/P50/P90, baseline P10/P50/P90)."""
+    columns = ["StoreId", "Date", "SalesForecast", "SalesBaseline", *scoring.MODEL_QUANTILES,
+               *scoring.BASELINE_QUANTILES]
+    df = spark.createDataFrame([(store, day, float(q[1]), float(b[1]), *map(float, q), *map(float, b))
+                                for store, day, q, b in rows],
+                               ", ".join(f"{c} {'int' if c == 'StoreId' else 'date' if c == 'Date' else 'double'}"
+                                         for c in columns))
+    return df.selectExpr(f"'{key}' AS {scoring.KEY_COL}", f"DATE'{as_of}' AS {scoring.AS_OF_COL}", "*")
+
+
+def test_interval_coverage_and_weighted_quantile_loss_on_a_hand_made_case(spark):
+    """Model: day 1 inside its P10-P90, day 2 above, day 3 below, day 4 without a forecast row (quantiles 0): 1 of
+    4 covered. Pinball losses per level (0.1, 0.5, 0.9): day 1 1, 0, 1; day 2 5, 10, 9; day 3 9, 10, 3; day 4 40,
+    200, 360: wQL = mean over levels of 2 sum / sum(actual) = (0.11 + 0.44 + 0.746) / 3. Baseline (0, 1000, 2000):
+    3 of 4 covered; losses 0.1 x y, 0.5 x (1000 - y), 0.1 x (2000 - y), then day 4's."""
+    day = lambda lead: QUANTILE_AS_OF + timedelta(days=lead)   # noqa: E731
+    forecasts = quantile_forecast_frame(spark, "Q", QUANTILE_AS_OF,
+                                        [(1, day(lead), q, b) for lead, _y, q, b in QUANTILE_ROWS if q])
+    actuals = spark.createDataFrame([(1, day(lead), float(y)) for lead, y, _q, _b in QUANTILE_ROWS if y],
+                                    "StoreId int, Date date, SalesActual double")
+    scored = scoring.scored_rows(forecasts, actuals, day(5))
+    overall = scoring.score_table(scored, []).first()
+    assert overall["rows"] == 4 and overall["rows_without_forecast"] == 1
+    assert overall["model_interval_coverage"] == pytest.approx(0.25)
+    assert overall["model_quantile_loss"] == pytest.approx((0.11 + 0.44 + 0.746) / 3)
+    assert overall["baseline_interval_coverage"] == pytest.approx(0.75)
+    assert overall["baseline_quantile_loss"] == pytest.approx((0.2 + 2.8 + 1.8) / 3)
+    by_lead = {row[scoring.LEAD_COL]: row for row in scoring.score_table(scored, [scoring.LEAD_COL]).collect()}
+    assert [by_lead[lead]["model_interval_coverage"] for lead in (1, 2, 3, 4)] == [1.0, 0.0, 0.0, 0.0]
+    assert by_lead[1]["model_quantile_loss"] == pytest.approx((0.02 + 0 + 0.02) / 3)
+    # A held row without quantiles (a forecast made before predict wrote them) leaves the quantiles unscored.
+    partial = forecasts.withColumn("SalesP90", F.when(F.col("Date") == day(1), None).otherwise(F.col("SalesP90")))
+    unscored = scoring.score_table(scoring.scored_rows(partial, actuals, day(5)), []).first()
+    assert unscored["model_interval_coverage"] is None and unscored["model_quantile_loss"] is None
+    assert unscored["baseline_interval_coverage"] == pytest.approx(0.75)
+
+
+def test_a_too_narrow_interval_is_reported_as_under_covering(spark):
+    """P10 and P90 within 0.1 % of an unbiased forecast, actuals 5 % off either way: the interval covers nothing;
+    the record and summary call it under-covering, and the report lists it."""
+    as_of, days = date(2015, 6, 1), range(1, 49)
+    rows = [(store, as_of + timedelta(days=lead), (999.0, 1000.0, 1001.0), (900.0, 1000.0, 1100.0))
+            for store in (1, 2) for lead in days]
+    forecasts = quantile_forecast_frame(spark, "N", as_of, rows)
+    actuals = spark.createDataFrame([(store, day, 1000.0 * (1.05 if (lead + store) % 2 else 0.95))
+                                     for (store, day, _q, _b), lead in zip(rows, list(days) * 2)],
+                                    "StoreId int, Date date, SalesActual double")
+    scored = scoring.scored_rows(forecasts, actuals, as_of + timedelta(days=48))
+    overall = scoring.score_table(scored, []).first().asDict()
+    weeks = [row.asDict() for row in scoring.score_table(scored, [scoring.LEAD_WEEK_COL]).collect()]
+    assert overall["model_interval_coverage"] == 0.0 and overall["baseline_interval_coverage"] == 1.0
+    assert overall["model_quantile_loss"] > overall["baseline_quantile_loss"]
+    record = score_records.forecast_record(
+        {"as_of": as_of.isoformat(), "run_id": "narrow", "run_key": "narrow", "predictions_uri": "p"},
+        as_of + timedelta(days=48), "raw", None, {k: v for k, v in overall.items() if k != scoring.KEY_COL}, [],
+        [], [{**{k: v for k, v in w.items() if k != scoring.KEY_COL}, "lead_week": w[scoring.LEAD_WEEK_COL]}
+             for w in weeks], (0.1, 0.5, 0.9))
+    assert record["interval_nominal"] == pytest.approx(0.8) and record["interval_verdict"] == "under-covering"
+    summary = merge_summary(None, {"k": score_records.summary_entry(record, "uri")})
+    assert summary["forecasts"]["k"]["interval_verdict"] == "under-covering"
+    assert summary["overall"]["model_interval_coverage"] == 0.0
+    calibration = score_records.coverage_by_lead_week(summary)
+    assert [(week, rows) for week, rows, *_ in calibration] == [(w, 14) for w in range(1, 7)] + [(7, 12)]
+    assert all(model == 0.0 and baseline == 1.0 for _w, _r, model, baseline, _lm, _lb in calibration)
+    page = score_report.index_html(summary).decode()
+    images = _Images()
+    images.feed(page)
+    assert len(images.sources) == 4     # lead day, bias, over time, calibration
+    assert "forecasts whose interval is under-covering</th><td>2015-06-01 narrow" in page
+
+
+def test_interval_verdict_allows_the_tolerance_or_two_standard_errors():
+    verdict = score_records.interval_verdict
+    assert verdict(0.78, 0.8, 10_000) == "calibrated" and verdict(0.76, 0.8, 10_000) == "under-covering"
+    assert verdict(0.84, 0.8, 10_000) == "over-covering"
+    assert verdict(0.7, 0.8, 50) == "calibrated"       # 2 x sqrt(0.16 / 50) = 0.113: too few rows to tell
+    assert verdict(None, 0.8, 50) is None and verdict(0.5, 0.8, 0) is None
+
+
 # --- the job, end to end on local files -----------------------------------------------------------------------
 
 def write_predictions(root: str, rows, extra_days: int = 0) -> str:
@@ -247,8 +339,10 @@ def test_score_job_writes_records_summary_and_report_and_reruns_identically(spar
     assert entry["days_scored"] == 3 and entry["by_lead_day"][1] == [2, 1, 0.0, 0.25]
     assert record["overall"]["model_median_ratio"] == pytest.approx(0.5)
     assert [r["lead_week"] for r in record["by_lead_week"]] == [1] and record["by_lead_week"][0]["rows"] == 5
+    # These predictions hold no quantile columns (written before predict had them): no quantile scores.
     assert entry["by_lead_week"] == [[1, 5, record["overall"]["model_exp_rmspe"],
-                                      record["overall"]["baseline_exp_rmspe"], 0.5, 0.5]]
+                                      record["overall"]["baseline_exp_rmspe"], 0.5, 0.5, None, None, None, None]]
+    assert record["overall"]["model_interval_coverage"] is None and record["interval_verdict"] is None
     # A and B's 7 rows are all in the last 14 days: model ratios 1.1, 0.5, 0, 1, 0 (A) and 0.8, 1 (B).
     recent = summary["recent"]
     assert {key: recent[key] for key in ("scoring_date", "window_days", "dates", "forecasts", "rows", "days")} == {

@@ -404,3 +404,25 @@ def test_spark_reads_quoting_and_reference_joins_lose_no_row(spark, generated):
               .join(weather, ["State", "Date"]))
     expected_rows = sum(len(raw_lines(generated, name)) - 1 for name in ("train.csv", "test.csv"))
     assert joined.count() == expected_rows
+
+
+def test_exact_quantiles_of_the_log_normal_noise_cover_their_nominal_share_and_narrow_ones_do_not():
+    """score_quantiles against the truth: the exact P10-P90 of Sales = expected x exp(N(0, sigma^2)) covers ~80 %;
+    an interval a tenth as wide under-covers and loses more; a missing forecast row counts as 0."""
+    from rossmann_jobs.synth.forecast_score import score_quantiles
+
+    rng = np.random.default_rng(3)
+    as_of, sigma, levels = dt.date(2015, 7, 31), 0.1, (0.1, 0.5, 0.9)
+    days = pd.date_range(as_of + dt.timedelta(days=1), periods=48)
+    truth = pd.DataFrame([(store, day) for day in days for store in range(1, 201)], columns=["Store", "Date"])
+    truth["ExpectedSales"] = rng.uniform(2000, 9000, len(truth))
+    truth["Sales"] = np.round(truth["ExpectedSales"] * np.exp(rng.normal(0, sigma, len(truth))))
+    plan = truth[["Store", "Date"]].assign(Id=np.arange(1, len(truth) + 1))
+    narrow = plan[["Id"]].assign(**{f"P{int(q * 100)}": truth["ExpectedSales"].to_numpy() * np.exp(0.1 * sigma * z)
+                                    for q, z in zip(levels, (-1.2816, 0.0, 1.2816))})
+    scores = score_quantiles(truth, plan, as_of, sigma, levels, {"narrow": narrow.iloc[:-10]})
+    assert scores["rows"] == len(truth) and scores["nominal_coverage"] == pytest.approx(0.8)
+    assert abs(scores["exact"]["coverage"] - 0.8) < 0.015
+    assert sorted(scores["exact"]["by_lead_week"]) == list(range(1, 8))
+    assert scores["narrow"]["coverage"] < 0.2
+    assert scores["narrow"]["quantile_loss"] > scores["exact"]["quantile_loss"]

@@ -1,0 +1,117 @@
+"""Quantile forecasts: residual quantiles of the out-of-time validation window per lead week, applied to the horizon.
+
+The validation window is the last 48 days up to D, each row seen from its origin (features/recent_level.py: the
+LeadDays feature, 1..48), as the horizon is seen from D. So log(actual) - log(forecast) on a validation row of lead
+week w is an out-of-time error of the model at that distance, and its quantiles, added to a horizon row's log
+forecast of the same lead week, give that row's quantile forecasts: P_q = forecast x exp(residual quantile q). A lead
+week with too few validation rows is calibrated on it and its neighbours (pooled_weeks). Nothing here reads a row
+dated after D: the residuals come from validation rows only, and those are all dated <= D.
+The quantiles are exact (Spark's percentile, linear interpolation like numpy's default), so re-runs agree to the bit,
+and made non-crossing by sorting the levels and taking the running maximum of their values.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+QUANTILE_LEVELS = (0.1, 0.5, 0.9)   # P10, P50, P90: the default; run_predict(quantile_levels=...) takes others
+DAYS_PER_WEEK = 7
+LEAD_WEEKS = 7                      # ceil(48 / 7): the daily contract's 48-day horizon
+MIN_ROWS_PER_WEEK = 30              # fewer validation rows than this give a lead week's quantiles no footing
+LEAD_WEEK_COL, RESIDUAL_COL = "LeadWeek", "LogResidual"
+MODEL_PREFIX, BASELINE_PREFIX = "Sales", "SalesBaseline"   # SalesP10 (model), SalesBaselineP10 (naive baseline)
+QUANTILES_CSV_KEYS = ["Id", "Date", "Store"]
+
+
+def level_name(level: float) -> str:
+    """'P10' for 0.1, 'P2.5' for 0.025."""
+    return f"P{level * 100:g}"
+
+
+def check_levels(levels: Iterable[float]) -> tuple[float, ...]:
+    """The levels sorted, each strictly inside (0, 1) and listed once."""
+    out = tuple(sorted(float(level) for level in levels))
+    if not out or any(not 0 < level < 1 for level in out) or len(set(out)) != len(out):
+        raise ValueError(f"quantile levels {list(levels)}: need distinct values strictly between 0 and 1")
+    return out
+
+
+def quantile_columns(levels: Sequence[float], prefix: str = MODEL_PREFIX) -> list[str]:
+    return [f"{prefix}{level_name(level)}" for level in levels]
+
+
+def lead_week(lead_days: Column) -> Column:
+    """ceil(lead day / 7): 1 for lead days 1-7 ... 7 for 43-48; leads beyond the 48 days count as week 7."""
+    return F.least(F.greatest(F.ceil(lead_days / DAYS_PER_WEEK), F.lit(1)), F.lit(LEAD_WEEKS)).cast("int")
+
+
+def pooled_weeks(counts: dict[int, int], weeks: int = LEAD_WEEKS,
+                 min_rows: int = MIN_ROWS_PER_WEEK) -> dict[int, tuple[int, int]]:
+    """Per lead week 1..weeks, the span (first, last week) whose validation rows calibrate it: the week itself, or,
+    while it holds fewer than min_rows rows, widened by one week on each side (all weeks at most)."""
+    spans = {}
+    for week in range(1, weeks + 1):
+        first = last = week
+        while (sum(counts.get(w, 0) for w in range(first, last + 1)) < min_rows
+               and (first > 1 or last < weeks)):
+            first, last = max(1, first - 1), min(weeks, last + 1)
+        spans[week] = (first, last)
+    return spans
+
+
+def non_crossing(values: Sequence[float]) -> list[float]:
+    """The running maximum of values ordered by level: a higher level's quantile never falls below a lower one's."""
+    out, highest = [], -math.inf
+    for value in values:
+        highest = max(highest, value)
+        out.append(highest)
+    return out
+
+
+def validation_residuals(validation: DataFrame, actual_col: str, log_forecast_col: str) -> DataFrame:
+    """LEAD_WEEK_COL and RESIDUAL_COL = log(actual) - log(forecast) of validation predictions (actual > 0)."""
+    return (validation.filter(F.col(actual_col) > 0)
+            .select(LEAD_WEEK_COL, (F.log(F.col(actual_col)) - F.col(log_forecast_col)).alias(RESIDUAL_COL)))
+
+
+def residual_quantiles(residuals: DataFrame, spans: dict[int, tuple[int, int]], levels: Sequence[float]
+                       ) -> DataFrame:
+    """LEAD_WEEK_COL + `_q`: the exact residual quantiles at levels (in order) over the rows of each week's span."""
+    spark = residuals.sparkSession
+    mapping = spark.createDataFrame([(week, source) for week, (first, last) in spans.items()
+                                     for source in range(first, last + 1)], "_week int, _source int")
+    pooled = residuals.join(F.broadcast(mapping), F.col(LEAD_WEEK_COL) == F.col("_source"))
+    return (pooled.groupBy(F.col("_week").alias(LEAD_WEEK_COL))
+            .agg(F.percentile(RESIDUAL_COL, list(levels)).alias("_q"))
+            .orderBy(LEAD_WEEK_COL))
+
+
+def quantile_table(collected: dict[int, Sequence[float] | None], levels: Sequence[float]) -> dict[int, list[float]]:
+    """Per lead week 1..LEAD_WEEKS, the non-crossing residual quantiles; 0 (the point forecast) for a week without
+    any validation residual (a features output without validation rows)."""
+    return {week: non_crossing(collected.get(week) or [0.0] * len(levels)) for week in range(1, LEAD_WEEKS + 1)}
+
+
+def with_quantiles(rows: DataFrame, table: dict[int, list[float]], levels: Sequence[float], forecast_col: str,
+                   prefix: str = MODEL_PREFIX) -> DataFrame:
+    """rows (with LEAD_WEEK_COL and forecast_col) + one column per level: forecast x exp(residual quantile of the
+    row's lead week); 0 where the forecast is 0 (closed days), non-crossing since exp keeps the order."""
+    out = rows
+    for index, name in enumerate(quantile_columns(levels, prefix)):
+        factors = F.create_map(*[F.lit(part) for week, values in sorted(table.items())
+                                 for part in (week, math.exp(values[index]))])
+        out = out.withColumn(name, (F.col(forecast_col) * factors[F.col(LEAD_WEEK_COL)]).cast("double"))
+    return out
+
+
+def quantiles_csv_bytes(rows: pd.DataFrame, levels: Sequence[float]) -> bytes:
+    """forecast_quantiles.csv: Id, Date, Store, one column per level (P10, P50, P90), sorted by Id, two decimals.
+    rows: Id, Date, StoreId and quantile_columns(levels)."""
+    names = {column: level_name(level) for column, level in zip(quantile_columns(levels), levels)}
+    out = rows.rename(columns={"StoreId": "Store", **names})[QUANTILES_CSV_KEYS + list(names.values())]
+    out = out.assign(Date=pd.to_datetime(out["Date"]).dt.strftime("%Y-%m-%d")).sort_values("Id", kind="stable")
+    return out.to_csv(index=False, float_format="%.2f").encode("utf-8")
