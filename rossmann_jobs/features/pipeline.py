@@ -67,7 +67,8 @@ def classify_lookups(parsed: dict[str, DataFrame], raw_files: dict[str, RawFile]
     lookups = Lookups(
         store=joins.quarantine_duplicate_keys(single("store.csv"), raw_files["store.csv"]),
         store_states=joins.quarantine_duplicate_keys(single("store_states.csv"), raw_files["store_states.csv"]),
-        trend=joins.classify_trend(single("googletrend.csv"), raw_files["googletrend.csv"], cutoff),
+        trend=joins.classify_trend(single("googletrend.csv"), raw_files["googletrend.csv"], cutoff,
+                                   iso_keys=point_in_time.iso_trend_keys(mode)),
         weather=joins.classify_weather(single("weather.csv"), state_names, raw_files["weather.csv"], cutoff),
     )
     return lookups, state_names
@@ -120,7 +121,7 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFra
                     "Store has no train.csv rows on or before as-of", "Store")
     rows = joins.join_lookups(expand_date(rows), lookups.store, lookups.store_states,
                               *lookup_tables(lookups, as_of, plan, mode), IN_SCOPE, SALES_COLS,
-                              earlier_checks=[unseen_store])
+                              earlier_checks=[unseen_store], iso_trend_keys=point_in_time.iso_trend_keys(mode))
     return add_competition_and_promo2(flag_events(rows)).select(*FEATURE_ROW_COLS)
 
 
