@@ -140,6 +140,12 @@ def _inspect(uri: str, raw_file: RawFile) -> dict[str, Any]:
         while chunk := stream.read(1 << 20):
             digest.update(chunk)
     parse_header(raw_file, digest.head)
+    if digest.corruption is not None:
+        # Refused, not quarantined: a block of NULs or garbage overwrites whole rows and their line ends, so the
+        # rows it destroyed cannot be counted, let alone shown.
+        raise RawInputError(f"{raw_file.name}: the file is corrupted, it holds {digest.corruption.describe()}: the "
+                            "rows there cannot be read or counted. Copy the file again from its source (a bad copy "
+                            "or disk), then clear the task.")
     return {"sha256": digest.sha256, "bytes": digest.size, "rows": digest.data_rows}
 
 

@@ -73,6 +73,10 @@ def test_empty_file_is_an_error():
 @pytest.mark.parametrize("text", [
     b"\xef\xbb\xbfa,b\r\n1,2\r\n\r\n3,4\n5,6",    # BOM, CRLF, a blank line, no final newline
     b"a,b\n1,2\n,\n \t\n3,4\n\n",                # an empty-valued row counts, a whitespace line does not
+    b"a,b\r1,2\r\r3,4\r",                         # CR-only line ends (Excel for Mac)
+    b"a,b\r\n1,2\r\n3,4\r\n\x1a",                  # a DOS end-of-file Ctrl-Z on a line of its own
+    b"a,b\n1,2\n3,4\x1a\x1a",                       # ... right after the last field
+    b"a,b\n1,2\n\x0b\x0c \n3,4\n",                  # a line of control whitespace: blank for both
 ])
 def test_file_digest_counts_rows_as_spark_reads_them(spark, tmp_path, text):
     digest = FileDigest(head_bytes=4)
