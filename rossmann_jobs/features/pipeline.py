@@ -184,9 +184,14 @@ def _sales_history() -> Column:
 
 def quarantined_rows(sales: DataFrame, lookups: Lookups, state_names: DataFrame) -> DataFrame:
     """All quarantined rows of all files as (file, reason, column, record)."""
-    tagged = [sales.select(F.concat(F.col(SOURCE), F.lit(".csv")).alias("file"), PROBLEM)]
-    tagged += [df.select(F.lit(name).alias("file"), PROBLEM)
-               for name, df in {**lookups.by_file, "state_names.csv": state_names}.items()]
-    union = reduce(DataFrame.unionByName, tagged)
+    return problem_rows({**lookups.by_file, "state_names.csv": state_names},
+                        sales.select(F.concat(F.col(SOURCE), F.lit(".csv")).alias("file"), PROBLEM))
+
+
+def problem_rows(frames: dict[str, DataFrame], *tagged: DataFrame) -> DataFrame:
+    """The quarantined rows of each file's frame (name -> frame with PROBLEM) and of the already tagged (file,
+    PROBLEM) frames, as (file, reason, column, record)."""
+    union = reduce(DataFrame.unionByName, [*tagged, *[df.select(F.lit(name).alias("file"), PROBLEM)
+                                                      for name, df in frames.items()]])
     return union.filter(~acceptable()).select("file", *[F.col(f"{PROBLEM}.{field}").alias(field)
                                                         for field in ("reason", "column", "record")])

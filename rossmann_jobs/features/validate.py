@@ -254,6 +254,20 @@ def check_reject_fraction(file_name: str, input_rows: int, problems: Mapping[tup
         + "\nFix the file, or raise --max-reject-fraction to quarantine these rows into rejected/.")
 
 
+def check_plan_rows(file_name: str, input_rows: int, problems: Mapping[tuple[str, str], int],
+                    examples: Mapping[tuple[str, str], Sequence[str]]) -> None:
+    """Fail on any quarantined row of the plan (test.csv): every planned (Store, day) must get a forecast, so a
+    quarantined row would only fail predict, after a whole training run."""
+    rejected = sum(problems.values())
+    if rejected == 0:
+        return
+    raise RawInputError(
+        f"{file_name}: {rejected} of {input_rows} rows of the plan have row-level problems; every plan row must be "
+        "forecast, so none can be quarantined (--max-reject-fraction does not apply to the plan):\n"
+        + describe_problems(problems, examples)
+        + f"\nFix {file_name} (or the file its rows are looked up in) and land the drop again.")
+
+
 def describe_problems(problems: Mapping[tuple[str, str], int],
                       examples: Mapping[tuple[str, str], Sequence[str]]) -> str:
     lines = []
