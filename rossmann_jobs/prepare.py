@@ -31,8 +31,8 @@ binary garbage is refused: the rows it destroyed cannot be counted); row-level p
 stay under --max-reject-fraction of their file, else the job fails naming the file, reason, column and example
 rows. The lookup files and the plan are checked on their own before any join, and any problem in a plan
 (test.csv) row fails the job: every plan row must be forecast. The drop must be fresh (features/freshness.py):
-train.csv holds the actuals of D (--max-staleness-days) for every store that reports, and test.csv starts at D+1.
-Output is committed atomically (storage.commit).
+train.csv holds the actuals of D (--max-staleness-days) for every store that reports, and test.csv has no row
+dated <= D (a stale plan). Output is committed atomically (storage.commit).
 """
 from __future__ import annotations
 

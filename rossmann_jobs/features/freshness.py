@@ -1,4 +1,4 @@
-"""Freshness of a drop for as-of D: train.csv holds the actuals of D, test.csv's plan starts at D+1.
+"""Freshness of a drop for as-of D: train.csv holds the actuals of D, test.csv holds no day up to D.
 
 The rule (docs: README "The daily contract"), checked before the feature pass on the rows that parse:
 - train.csv's latest row dated <= D is at least D - tolerance (--max-staleness-days, default 0): else the extract
@@ -8,12 +8,13 @@ The rule (docs: README "The daily contract"), checked before the feature pass on
   refurbishments, reported too long ago to count);
 - test.csv has no row dated <= D: the plan of an earlier day (a stale plan) would be forecast for days already
   past, and its rows dated <= D could never be scored;
-- the plan starts at D+1, unless train.csv holds rows after D (a full snapshot prepared for an earlier D, a
-  backtest): then the horizon is the snapshot's test period.
+- a plan that starts after D+1 is not refused (the horizon is every test.csv row after D, also a later test
+  period in a backtest), but logged when train.csv holds no row after D (days that nobody forecasts).
 Pure checks over per-store facts (freshness_facts); the facts come from one small aggregation.
 """
 from __future__ import annotations
 
+import logging
 from datetime import date, timedelta
 from typing import Any, Mapping, Sequence
 
@@ -22,6 +23,8 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs.features.split import SOURCE
 from rossmann_jobs.features.validate import EXAMPLES_PER_PROBLEM, RawInputError, acceptable
+
+log = logging.getLogger("rossmann.prepare")
 
 REPORTING_DAYS = 7
 DEFAULT_MAX_STALENESS_DAYS = 0
@@ -81,12 +84,11 @@ def check_freshness(stores: Sequence[Mapping[str, Any]], as_of: date, max_stalen
             f"plan must start at {next_day}), e.g. {'; '.join(plan_examples())}. The drop holds an earlier day's "
             f"test.csv: land the plan of {as_of}.")
     planned = [s[FIRST_PLAN] for s in stores if s[FIRST_PLAN] is not None]
-    snapshot = any(s[TRAIN_AFTER] for s in stores)
-    if planned and not snapshot and min(planned) > next_day:
-        raise RawInputError(
-            f"test.csv: the plan starts at {min(planned)} in column 'Date', not at {next_day} (the "
-            f"day after --as-of {as_of}), and train.csv holds no row after {as_of}: the days between would never "
-            "be forecast. Land the plan of the drop's date.")
+    if planned and min(planned) > next_day and not any(s[TRAIN_AFTER] for s in stores):
+        # Not refused: the documented contract lets a plan start after D+1 (the horizon is every test.csv row
+        # after D, e.g. a backtest of a history cut at D against a later test period); the gap is reported.
+        log.warning("test.csv: the plan starts at %s, not at %s (the day after --as-of): the days between are not "
+                    "forecast", min(planned), next_day)
 
 
 def _store_days(stores: Sequence[Mapping[str, Any]], column: str) -> str:
