@@ -2,7 +2,7 @@
 
     spark-submit rossmann_jobs/prepare.py --raw URI --out URI --as-of YYYY-MM-DD [--sample-rate F] [--seed N]
         [--num-shards 16] [--max-reject-fraction 0.001] [--point-in-time {strict,seed}]
-        [--validation-window {recent,year-earlier}]
+        [--validation-window {recent,year-earlier}] [--max-staleness-days 0]
 
 Point in time, for --as-of D (see rossmann_jobs/features/split.py and point_in_time.py):
 - --point-in-time strict (default): no feature depends on a value dated after D in any file: googletrend weeks
@@ -26,9 +26,13 @@ deterministically per (Store, Date).
 
 Every input row ends in exactly one place, checked before commit: a split, an exclusion (after as-of, before the
 horizon, zero sales, sampled out; a lookup row is accepted, or after as-of in strict mode) or rejected/ with its
-reason. Files, columns and headers are checked up front; row-level problems are quarantined while they stay under
---max-reject-fraction of their file, else the job fails naming the file, reason, column and example rows. Output
-is committed atomically (storage.commit).
+reason. Files, columns and headers are checked up front, and so is that each file is text (a block of NULs or
+binary garbage is refused: the rows it destroyed cannot be counted); row-level problems are quarantined while they
+stay under --max-reject-fraction of their file, else the job fails naming the file, reason, column and example
+rows. The lookup files and the plan are checked on their own before any join, and any problem in a plan
+(test.csv) row fails the job: every plan row must be forecast. The drop must be fresh (features/freshness.py):
+train.csv holds the actuals of D (--max-staleness-days) for every store that reports, and test.csv has no row
+dated <= D (a stale plan). Output is committed atomically (storage.commit).
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation, SparkSession
 
 from rossmann_jobs import storage
-from rossmann_jobs.features import accounting, encode, point_in_time, split
+from rossmann_jobs.features import accounting, encode, freshness, point_in_time, split
 from rossmann_jobs.features.drop_manifest import DROP_MARKER, mismatches, parse_manifest
 from rossmann_jobs.features.metadata import metadata_document
 from rossmann_jobs.features.pipeline import (
@@ -49,6 +53,7 @@ from rossmann_jobs.features.pipeline import (
     classify_lookups,
     classify_sales,
     horizon_row,
+    problem_rows,
     quarantined_rows,
     sales_features,
     sales_rows,
@@ -56,10 +61,13 @@ from rossmann_jobs.features.pipeline import (
 from rossmann_jobs.features.raw_schemas import RAW_FILES, TEST, TRAIN, RawFile
 from rossmann_jobs.features.spec import METADATA_FILE, REJECTED_DIR, STORE_ID_COL
 from rossmann_jobs.features.validate import (
+    REASON,
+    REASON_COLUMN,
     AccountingError,
     FileDigest,
     RawInputError,
     check_accounting,
+    check_plan_rows,
     check_reject_fraction,
     examples_by_problem,
     parse_columns,
@@ -90,11 +98,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--validation-window", choices=split.VALIDATION_RULES, default=split.DEFAULT_VALIDATION_RULE,
                         help="recent: the last horizon-length days up to --as-of (out of time, like the forecast); "
                              "year-earlier: the horizon shifted back a year (Horovod's example)")
+    parser.add_argument("--max-staleness-days", type=int, default=freshness.DEFAULT_MAX_STALENESS_DAYS,
+                        help="how many days train.csv's latest row may lie before --as-of (late actuals); "
+                             "0: the drop must hold the actuals of the as-of date itself")
     args = parser.parse_args(argv)
     if args.sample_rate is not None and not 0 < args.sample_rate <= 1:
         parser.error("--sample-rate must be in (0, 1]")
     if args.num_shards < 1:
         parser.error("--num-shards must be >= 1")
+    if args.max_staleness_days < 0:
+        parser.error("--max-staleness-days must be >= 0")
     return args
 
 
@@ -140,6 +153,12 @@ def _inspect(uri: str, raw_file: RawFile) -> dict[str, Any]:
         while chunk := stream.read(1 << 20):
             digest.update(chunk)
     parse_header(raw_file, digest.head)
+    if digest.corruption is not None:
+        # Refused, not quarantined: a block of NULs or garbage overwrites whole rows and their line ends, so the
+        # rows it destroyed cannot be counted, let alone shown.
+        raise RawInputError(f"{raw_file.name}: the file is corrupted, it holds {digest.corruption.describe()}: the "
+                            "rows there cannot be read or counted. Copy the file again from its source (a bad copy "
+                            "or disk), then clear the task.")
     return {"sha256": digest.sha256, "bytes": digest.size, "rows": digest.data_rows}
 
 
@@ -215,7 +234,8 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
                 seed: int = 42, num_shards: int = DEFAULT_NUM_SHARDS,
                 max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION,
                 point_in_time_mode: str = point_in_time.DEFAULT_MODE,
-                validation_rule: str = split.DEFAULT_VALIDATION_RULE) -> dict[str, Any]:
+                validation_rule: str = split.DEFAULT_VALIDATION_RULE,
+                max_staleness_days: int = freshness.DEFAULT_MAX_STALENESS_DAYS) -> dict[str, Any]:
     """Prepare features for as_of from the drop at raw, commit them at out; returns metadata.json's content."""
     point_in_time.lookup_cutoff(point_in_time_mode, as_of)   # refuses an unknown mode before any work
     split.check_validation_rule(validation_rule)             # ... and an unknown validation window
@@ -228,11 +248,22 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
 
     parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw, name), raw_file), raw_file)
               for name, raw_file in RAW_FILES.items()}
+    # The plan is small and read three times (checked on its own, its rows, the days it covers); cached, its
+    # problems are examined without re-planning the parse (the optimizer inlines the parse's CASE expressions into
+    # the filter and the struct fields a quarantine query reads, and runs out of memory).
+    parsed[TEST.name] = parsed[TEST.name].persist()
     lookups, state_names = classify_lookups(parsed, RAW_FILES, as_of, point_in_time_mode)
     lookups, state_names = lookups.persisted(), state_names.persist()
     features = None
     try:
         rows = sales_rows(parsed[TRAIN.name], parsed[TEST.name])
+        with timed("check the lookup files and the plan on their own, and the drop's freshness", timings):
+            # Before any join: a broken lookup file is named as such, not by the join misses it causes in train.csv.
+            lookup_groups = check_lookups_and_plan({**lookups.by_file, "state_names.csv": state_names},
+                                                   parsed[TEST.name], input_rows, max_reject_fraction)
+            facts = [row.asDict() for row in freshness.freshness_facts(rows, as_of).collect()]
+            freshness.check_freshness(facts, as_of, max_staleness_days,
+                                      lambda: freshness.stale_plan_examples(rows, as_of))
         with timed("features of every sales row (validate, join, elapsed), horizon and vocabularies, materialized",
                    timings):
             # The horizon's dates and the vocabularies are aggregated while the rows are materialized: no query
@@ -249,10 +280,8 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         classified = classify_sales(features, windows, sample_rate, seed)
         with timed("count rows per outcome", timings):
             # The quarantine query is planned on the driver while the executors count.
-            sales_groups, lookup_groups, quarantine = concurrently(
+            sales_groups, quarantine = concurrently(
                 lambda: [row.asDict() for row in accounting.outcome_summary(classified).collect()],
-                lambda: [row.asDict() for row in accounting.lookup_summary(
-                    {**lookups.by_file, "state_names.csv": state_names}).collect()],
                 lambda: quarantined_rows(features, lookups, state_names))
         vocabularies = encode.sorted_vocabularies(accounting.vocabulary_values(pass_metrics))
         log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
@@ -274,7 +303,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
     finally:
         if features is not None:
             release(features)
-        for frame in (state_names, *lookups.by_file.values()):
+        for frame in (parsed[TEST.name], state_names, *lookups.by_file.values()):
             frame.unpersist()
 
     metadata = metadata_document(
@@ -282,7 +311,8 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         problems=problems, as_of=as_of, windows=windows, point_in_time_mode=point_in_time_mode, inputs=inputs,
         verified=verified, raw=raw, shards=shards, timings=timings,
         settings={"num_shards": num_shards, "sample_rate": sample_rate, "seed": seed,
-                  "max_reject_fraction": max_reject_fraction, "validation_window": validation_rule})
+                  "max_reject_fraction": max_reject_fraction, "validation_window": validation_rule,
+                  "max_staleness_days": max_staleness_days})
     storage.write_json(storage.join(attempt, METADATA_FILE), metadata)
     storage.commit(out, attempt, {"as_of": metadata["as_of"], "row_counts": split_rows})
     log.info("committed %s: %s", attempt, split_rows)
@@ -292,10 +322,13 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
 def check_rows(input_rows: dict[str, int], outcomes: dict[str, dict[str, int]],
                problems: dict[str, dict[tuple[str, str], int]], quarantine: DataFrame,
                max_reject_fraction: float) -> None:
-    """Fail on too many quarantined rows in a file, or on rows that did not end up in exactly one place."""
+    """Fail on too many quarantined rows in a file, any in the plan, or on rows that did not end up in exactly one
+    place."""
     if any(problems.values()):
         examples = collect_examples(quarantine)
         for name, file_problems in problems.items():
+            if name == TEST.name:
+                check_plan_rows(name, input_rows[name], file_problems, examples.get(name, {}))
             check_reject_fraction(name, input_rows[name], file_problems, examples.get(name, {}), max_reject_fraction)
             if file_problems:
                 log.warning("%s: quarantining %d rows: %s", name, sum(file_problems.values()), file_problems)
@@ -303,9 +336,32 @@ def check_rows(input_rows: dict[str, int], outcomes: dict[str, dict[str, int]],
         check_accounting(name, input_rows[name], outcomes[name])
 
 
+def check_lookups_and_plan(lookup_frames: dict[str, DataFrame], plan: DataFrame, input_rows: dict[str, int],
+                           max_reject_fraction: float) -> list[dict[str, Any]]:
+    """Each lookup file's and the plan's own row problems (parsing, duplicates), before any join: a lookup file
+    over --max-reject-fraction, or any plan row with a problem, fails naming the file, column and examples.
+    Returns the lookup files' accounting.lookup_summary groups (their ledger)."""
+    frames = {**lookup_frames, TEST.name: plan}
+    groups = [row.asDict() for row in accounting.lookup_summary(frames).collect()]
+    problems: dict[str, dict[tuple[str, str], int]] = {}
+    for group in groups:
+        if group[REASON]:
+            key = (group[REASON], group[REASON_COLUMN])
+            file_problems = problems.setdefault(group["file"], {})
+            file_problems[key] = file_problems.get(key, 0) + group["rows"]
+    if problems:
+        examples = collect_examples(problem_rows({name: frames[name] for name in problems}))
+        for name, file_problems in problems.items():
+            if name == TEST.name:
+                check_plan_rows(name, input_rows[name], file_problems, examples.get(name, {}))
+            check_reject_fraction(name, input_rows[name], file_problems, examples.get(name, {}), max_reject_fraction)
+    return [group for group in groups if group["file"] != TEST.name]
+
+
 def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
     return run_prepare(spark, args.raw, args.out, args.as_of, args.sample_rate, args.seed, args.num_shards,
-                       args.max_reject_fraction, args.point_in_time, args.validation_window)
+                       args.max_reject_fraction, args.point_in_time, args.validation_window,
+                       args.max_staleness_days)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,12 @@ def expand_date(df: DataFrame, date_col: str = "Date") -> DataFrame:
             .withColumn("Week", F.weekofyear(date)).withColumn("Day", F.dayofmonth(date)))
 
 
+def trend_key_year(day: Column, iso_keys: bool) -> Column:
+    """The Year of a day's trend key (with its ISO Week): the calendar year as in Horovod's example, or with
+    iso_keys the ISO week-numbering year, which with the ISO week names each Monday..Sunday week once."""
+    return F.date_part(F.lit("YEAROFWEEK"), day) if iso_keys else F.year(day)
+
+
 COMPETITION_SINCE, PROMO2_SINCE = "_competition_since", "_promo2_since"   # store-level dates, null for "none"
 
 

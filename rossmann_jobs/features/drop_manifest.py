@@ -7,32 +7,90 @@ file replaced after the drop closed fails clearly instead of losing rows quietly
 """
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
+import re
+from dataclasses import dataclass
 from typing import Mapping
 
 DROP_MARKER = "_SUCCESS"
 FORMAT = "rossmann-drop/1"
 
+_LINE_END = re.compile(rb"\r\n|[\r\n]")
+_BLANK = bytes(range(0x21))   # what the CSV parser (univocity) treats as whitespace: every byte <= ' '
+# Bytes no text export holds: C0 controls other than tab, LF and CR, and DEL. Ctrl-Z (0x1A) is allowed only as the
+# file's last bytes (a DOS end-of-file marker), see FileDigest._check_text.
+_CONTROL = bytes(set(range(0x20)) - {0x09, 0x0A, 0x0D, 0x1A}) + b"\x7f"
+_CONTROL_OR_CTRL_Z = re.compile(b"[" + re.escape(_CONTROL + b"\x1a") + b"]")
+
+
+@dataclass(frozen=True)
+class Corruption:
+    """Where a file stops being text: what was found, its byte offset, line number and the bytes around it."""
+
+    what: str
+    offset: int
+    line: int
+    excerpt: bytes
+
+    def describe(self) -> str:
+        return (f"{self.what} from byte {self.offset:,} (line {self.line:,}), around {self.excerpt!r}")
+
 
 class FileDigest:
-    """Streamed over a raw file once: SHA-256, size, the head (for the header check) and the number of data rows.
+    """Streamed over a raw file once: SHA-256, size, the head (for the header check), the number of data rows and
+    the first sign of corruption (see `corruption`).
 
-    Rows are counted as Spark's CSV reader sees them (one per line that is not blank, LF or CRLF, header
-    excluded), which makes the count the independent side of the row accounting.
+    Rows are counted as Spark's CSV reader sees them, which makes the count the independent side of the row
+    accounting: Hadoop's line reader ends a line at LF, CRLF or a lone CR (Excel for Mac), and the CSV parser skips
+    a line whose characters are all <= ' ' (so also a DOS end-of-file Ctrl-Z on a line of its own); header excluded.
     """
 
     def __init__(self, head_bytes: int = 64 * 1024):
         self._sha256, self._head_bytes = hashlib.sha256(), head_bytes
         self.head, self.size, self._lines, self._carry = b"", 0, 0, b""
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._line_ends = 0          # line ends seen so far, to tell where a corruption starts
+        self._control = 0            # control bytes (NUL, other C0 codes, DEL) other than tab, CR, LF and Ctrl-Z
+        self._ctrl_z = self._trailing_ctrl_z = 0
+        self.corruption: Corruption | None = None
 
     def update(self, chunk: bytes) -> None:
         self._sha256.update(chunk)
+        self._check_text(chunk)
         self.size += len(chunk)
         self.head += chunk[:max(0, self._head_bytes - len(self.head))]
-        lines = (self._carry + chunk).split(b"\n")
+        # A CRLF split between two chunks leaves an empty line, which is blank and not counted either way.
+        lines = _LINE_END.split(self._carry + chunk)
         self._carry = lines.pop()
-        self._lines += sum(1 for line in lines if line.strip())
+        self._line_ends += len(lines)
+        self._lines += sum(1 for line in lines if line.strip(_BLANK))
+
+    def _check_text(self, chunk: bytes) -> None:
+        """Record the first byte of chunk that no text export holds: a control byte, or bytes that are not UTF-8."""
+        control = len(chunk) - len(chunk.translate(None, _CONTROL))
+        self._control += control
+        ctrl_z = chunk.count(b"\x1a")
+        self._ctrl_z += ctrl_z
+        trailing = len(chunk) - len(chunk.rstrip(b"\x1a"))
+        self._trailing_ctrl_z = self._trailing_ctrl_z + trailing if trailing == len(chunk) else trailing
+        if self.corruption is not None:
+            return
+        interior_ctrl_z = self._ctrl_z - self._trailing_ctrl_z   # a Ctrl-Z followed by more data
+        if control or interior_ctrl_z:
+            match = _CONTROL_OR_CTRL_Z.search(chunk) if control or ctrl_z > trailing else None
+            offset = match.start() if match else 0
+            self._corrupt(chunk, offset, "control bytes (NUL or other binary data)")
+            return
+        try:
+            self._utf8.decode(chunk)
+        except UnicodeDecodeError as error:
+            self._corrupt(chunk, error.start, "bytes that are not UTF-8 text")
+
+    def _corrupt(self, chunk: bytes, offset: int, what: str) -> None:
+        line = self._line_ends + len(_LINE_END.findall(chunk[:offset])) + 1
+        self.corruption = Corruption(what, self.size + offset, line, chunk[max(0, offset - 40):offset + 40])
 
     @property
     def sha256(self) -> str:
@@ -40,7 +98,7 @@ class FileDigest:
 
     @property
     def data_rows(self) -> int:
-        lines = self._lines + (1 if self._carry.strip() else 0)
+        lines = self._lines + (1 if self._carry.strip(_BLANK) else 0)
         return max(0, lines - 1)
 
 

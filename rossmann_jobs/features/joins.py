@@ -11,7 +11,7 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features.calendar import COMPETITION_SINCE, PROMO2_SINCE, add_since_dates
+from rossmann_jobs.features.calendar import COMPETITION_SINCE, PROMO2_SINCE, add_since_dates, trend_key_year
 from rossmann_jobs.features.point_in_time import AFTER_AS_OF, WEEK_START, dated_after, week_end
 from rossmann_jobs.features.raw_schemas import WEATHER_FEATURE_COLS, RawFile
 from rossmann_jobs.features.validate import acceptable, quarantine_duplicates, quarantine_first, quarantine_where
@@ -38,13 +38,18 @@ def quarantine_duplicate_keys(df: DataFrame, raw_file: RawFile) -> DataFrame:
     return df
 
 
-def classify_trend(trend: DataFrame, raw_file: RawFile, cutoff: date | None = None) -> DataFrame:
+def classify_trend(trend: DataFrame, raw_file: RawFile, cutoff: date | None = None,
+                   iso_keys: bool = False) -> DataFrame:
     """googletrend rows + week start Date, State (NI -> HB,NI; null for Rossmann_DE), Year, ISO Week, AFTER_AS_OF.
 
-    Keys as in Horovod's example: a state row is found by (State, Year, Week), the Germany row by (Year, Week),
-    where Year/Week (TREND_YEAR/TREND_WEEK here) are those of the week's first day (a Sunday); so a sales day
-    meets the trend of the Sunday that ends its ISO week. Rows colliding on a key are quarantined. AFTER_AS_OF:
-    the week ends after cutoff (point_in_time.dated_after).
+    Keys: a state row is found by (State, Year, Week), the Germany row by (Year, Week), where Year/Week
+    (TREND_YEAR/TREND_WEEK here) are those of the week's first day (a Sunday), so a sales day meets the trend of
+    the Sunday that ends its ISO week. Year is the calendar year in Horovod's example (iso_keys False): there, in a
+    year whose 1 January is a Sunday, that Sunday (ISO week 52 or 53 of the year before) and the year's last
+    Sunday share a key, and a late-December day of ISO week 1 meets a year-old week. With iso_keys, Year is the
+    ISO week-numbering year (trend_key_year; the sales rows then join on the same, add_lookup_columns): every week
+    has its own key. Rows colliding on a key are quarantined. AFTER_AS_OF: the week ends after cutoff
+    (point_in_time.dated_after).
     """
     state = F.regexp_extract("file", f"^{GERMANY_TREND_FILE}_(.+)$", 1)
     for code, alias in TREND_STATE_ALIASES.items():
@@ -59,9 +64,10 @@ def classify_trend(trend: DataFrame, raw_file: RawFile, cutoff: date | None = No
     df = quarantine_where(df, F.col("Date").isNull(), "unparseable week (expected 'YYYY-MM-DD - YYYY-MM-DD')",
                           "week", raw_file.column_names)
     # Not named Year/Week: Spark column names are case-insensitive, and "Week" would overwrite the raw "week".
-    df = (df.withColumn(TREND_YEAR, F.year("Date")).withColumn(TREND_WEEK, F.weekofyear("Date"))
+    df = (df.withColumn(TREND_YEAR, trend_key_year(F.col("Date"), iso_keys))
+          .withColumn(TREND_WEEK, F.weekofyear("Date"))
           .withColumn(AFTER_AS_OF, dated_after(week_end(F.col("Date")), cutoff)))
-    # Two weeks a year apart can share a key (see the test); scoped by AFTER_AS_OF, so that a week after the
+    # Two weeks a year apart can share a seed key (see the test); scoped by AFTER_AS_OF, so that a week after the
     # cutoff cannot quarantine a usable one.
     df = quarantine_duplicates(df, ["State", TREND_YEAR, TREND_WEEK], raw_file.column_names,
                                scope_after=[AFTER_AS_OF], label="State,Year,Week")
@@ -121,23 +127,31 @@ def add_store_columns(rows: DataFrame, store: DataFrame, store_states: DataFrame
 
 
 def add_lookup_columns(rows: DataFrame, store: DataFrame, store_states: DataFrame, trend_by_state: DataFrame,
-                       trend_germany: DataFrame, weather: DataFrame) -> DataFrame:
+                       trend_germany: DataFrame, weather: DataFrame, iso_trend_keys: bool = False) -> DataFrame:
     """Left-join store, state, trends and weather onto rows (which need Store, Date, Year, Week).
 
-    Each lookup brings a marker column (LOOKUP_MISSES) that is null where it found nothing.
+    Each lookup brings a marker column (LOOKUP_MISSES) that is null where it found nothing. iso_trend_keys: the
+    trend tables' Year is the ISO week-numbering year (classify_trend), so the rows join on theirs, and keep their
+    calendar Year (a feature).
     """
-    return (add_store_columns(rows, store, store_states)
-            .join(F.broadcast(trend_by_state), ["State", "Year", "Week"], "left")
-            .join(F.broadcast(trend_germany), ["Year", "Week"], "left")
-            .join(F.broadcast(weather), ["State", "Date"], "left"))
+    keyed = rows.withColumnRenamed("Year", _CALENDAR_YEAR).withColumn("Year", trend_key_year(F.col("Date"), True)) \
+        if iso_trend_keys else rows
+    joined = (add_store_columns(keyed, store, store_states)
+              .join(F.broadcast(trend_by_state), ["State", "Year", "Week"], "left")
+              .join(F.broadcast(trend_germany), ["Year", "Week"], "left")
+              .join(F.broadcast(weather), ["State", "Date"], "left"))
+    return joined.drop("Year").withColumnRenamed(_CALENDAR_YEAR, "Year") if iso_trend_keys else joined
+
+
+_CALENDAR_YEAR = "_calendar_year"
 
 
 def join_lookups(rows: DataFrame, store: DataFrame, store_states: DataFrame, trend_by_state: DataFrame,
                  trend_germany: DataFrame, weather: DataFrame, in_scope: str, record_cols: Sequence[str],
-                 earlier_checks: Sequence[tuple[Column, str, str]] = ()) -> DataFrame:
+                 earlier_checks: Sequence[tuple[Column, str, str]] = (), iso_trend_keys: bool = False) -> DataFrame:
     """add_lookup_columns, then rows where in_scope is true and a lookup misses are quarantined with the first
     missing lookup as reason (after the caller's earlier_checks, (condition, reason, column), in one step)."""
-    joined = add_lookup_columns(rows, store, store_states, trend_by_state, trend_germany, weather)
+    joined = add_lookup_columns(rows, store, store_states, trend_by_state, trend_germany, weather, iso_trend_keys)
     checks = [*earlier_checks, *[(F.col(in_scope) & F.col(marker).isNull(), reason, column)
                                  for marker, reason, column in LOOKUP_MISSES]]
     return drop_markers(quarantine_first(joined, checks, record_cols))

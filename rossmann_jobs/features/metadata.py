@@ -48,6 +48,7 @@ def metadata_document(*, vocabularies: dict[str, list], sales_groups: list[Mappi
         "sample_rate": settings["sample_rate"],
         "seed": settings["seed"],
         "max_reject_fraction": settings["max_reject_fraction"],
+        "max_staleness_days": settings.get("max_staleness_days"),
         "rejected_format": REJECTED_FORMAT,
         "created_at": datetime.now(timezone.utc).isoformat(),
         "timings_s": dict(timings),

@@ -67,7 +67,8 @@ def classify_lookups(parsed: dict[str, DataFrame], raw_files: dict[str, RawFile]
     lookups = Lookups(
         store=joins.quarantine_duplicate_keys(single("store.csv"), raw_files["store.csv"]),
         store_states=joins.quarantine_duplicate_keys(single("store_states.csv"), raw_files["store_states.csv"]),
-        trend=joins.classify_trend(single("googletrend.csv"), raw_files["googletrend.csv"], cutoff),
+        trend=joins.classify_trend(single("googletrend.csv"), raw_files["googletrend.csv"], cutoff,
+                                   iso_keys=point_in_time.iso_trend_keys(mode)),
         weather=joins.classify_weather(single("weather.csv"), state_names, raw_files["weather.csv"], cutoff),
     )
     return lookups, state_names
@@ -120,7 +121,7 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFra
                     "Store has no train.csv rows on or before as-of", "Store")
     rows = joins.join_lookups(expand_date(rows), lookups.store, lookups.store_states,
                               *lookup_tables(lookups, as_of, plan, mode), IN_SCOPE, SALES_COLS,
-                              earlier_checks=[unseen_store])
+                              earlier_checks=[unseen_store], iso_trend_keys=point_in_time.iso_trend_keys(mode))
     return add_competition_and_promo2(flag_events(rows)).select(*FEATURE_ROW_COLS)
 
 
@@ -183,9 +184,14 @@ def _sales_history() -> Column:
 
 def quarantined_rows(sales: DataFrame, lookups: Lookups, state_names: DataFrame) -> DataFrame:
     """All quarantined rows of all files as (file, reason, column, record)."""
-    tagged = [sales.select(F.concat(F.col(SOURCE), F.lit(".csv")).alias("file"), PROBLEM)]
-    tagged += [df.select(F.lit(name).alias("file"), PROBLEM)
-               for name, df in {**lookups.by_file, "state_names.csv": state_names}.items()]
-    union = reduce(DataFrame.unionByName, tagged)
+    return problem_rows({**lookups.by_file, "state_names.csv": state_names},
+                        sales.select(F.concat(F.col(SOURCE), F.lit(".csv")).alias("file"), PROBLEM))
+
+
+def problem_rows(frames: dict[str, DataFrame], *tagged: DataFrame) -> DataFrame:
+    """The quarantined rows of each file's frame (name -> frame with PROBLEM) and of the already tagged (file,
+    PROBLEM) frames, as (file, reason, column, record)."""
+    union = reduce(DataFrame.unionByName, [*tagged, *[df.select(F.lit(name).alias("file"), PROBLEM)
+                                                      for name, df in frames.items()]])
     return union.filter(~acceptable()).select("file", *[F.col(f"{PROBLEM}.{field}").alias(field)
                                                         for field in ("reason", "column", "record")])

@@ -6,9 +6,10 @@ Two modes (--point-in-time):
   own day, also for the horizon's rows dated after D. Kept for the seed-equivalence test and for comparisons.
 - strict (default): no feature of any row depends on a value dated after D, in any file:
   - trend (state and Germany alike): a googletrend.csv week is usable only if its Saturday end is <= D. A row gets
-    W(d) if that week is usable, else, when the week the seed would give it (the one that starts on the Sunday
-    ending d's ISO week) ends after D, the value of the last usable week of its state (resp. of Germany):
-    last-complete-week persistence. A row dated <= D whose week ended by D and is missing is still a lookup miss.
+    its week (the one that starts on the Sunday ending d's ISO week, keyed by ISO year and week: the seed's
+    calendar-year key gives two weeks one key in a year whose 1 January is a Sunday) if that week is usable, else,
+    when it ends after D, the value of the last usable week of its state (resp. of Germany): last-complete-week
+    persistence. A row dated <= D whose week ended by D and is missing is still a lookup miss.
   - weather: every row, dated before or after D, gets per state and numeric column the climatology: the mean of the
     state's values on the days within +-7 days of d's date in every other year (d + 12k months, k != 0) that are
     dated <= D, rounded to the column's whole units; Events is null (no event is known after D). A column without
@@ -31,6 +32,7 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from rossmann_jobs.features.calendar import trend_key_year
 from rossmann_jobs.features.raw_schemas import WEATHER_FEATURE_COLS
 from rossmann_jobs.features.split import AFTER_AS_OF as AFTER_AS_OF_OUTCOME
 from rossmann_jobs.features.validate import acceptable
@@ -61,9 +63,10 @@ RULES = {
     },
     STRICT: {
         "sales_rows": SALES_RULE,
-        "trend": "a googletrend.csv week is usable if its Saturday end <= as_of; a row gets the seed's week (Year, "
-                 "ISO Week of d) if usable, else, when the seed's week ends after as_of, the last usable week's "
-                 "value of its state (resp. Rossmann_DE); a missing week that ended by as_of is a lookup miss",
+        "trend": "a googletrend.csv week is usable if its Saturday end <= as_of; a row dated d gets the week that "
+                 "starts on the Sunday ending d's ISO week (keyed by ISO year and week) if usable, else, when that "
+                 "week ends after as_of, the last usable week's value of its state (resp. Rossmann_DE); a missing "
+                 "week that ended by as_of is a lookup miss",
         "weather": "every row (history and horizon alike) gets per state and numeric column the mean of the "
                    f"state's values within +-{CLIMATE_WINDOW_DAYS} days of its date in every other year (dated "
                    f"<= as_of), rounded to {WEATHER_DECIMALS} decimals, else the state's last observed value <= "
@@ -77,6 +80,12 @@ RULES = {
 def describe(mode: str) -> dict:
     """metadata.json's point_in_time entry: the mode and its rules."""
     return {"mode": mode, "rules": RULES[mode]}
+
+
+def iso_trend_keys(mode: str) -> bool:
+    """Whether the trend join keys by ISO week-numbering year (strict), or by calendar year as the seed does
+    (joins.classify_trend: the seed's key gives two weeks one key in a year whose 1 January is a Sunday)."""
+    return mode == STRICT
 
 
 def lookup_cutoff(mode: str, as_of: date) -> date | None:
@@ -104,9 +113,8 @@ def week_end(week_start: Column) -> Column:
 
 
 def seed_week_end(day: Column) -> Column:
-    """The Saturday end of the trend week the seed's (Year, Week) key gives a day (the week starting on the Sunday
-    that ends the day's ISO week; a late-December day of ISO week 1 meets a year-old week instead, see
-    joins.classify_trend, and that one has ended anyway)."""
+    """The Saturday end of the trend week a day meets in strict mode (keyed by ISO year and week,
+    joins.classify_trend): the week starting on the Sunday that ends the day's ISO week."""
     sunday = F.next_day(F.date_sub(day, 1), "Sun")
     return week_end(sunday)
 
@@ -123,7 +131,8 @@ def trend_known_at(weeks: DataFrame, keys: Sequence[str], value: str, marker: st
                    as_of: date) -> DataFrame:
     """A trend join table (keys, Year, Week, value, marker) as known at as_of.
 
-    weeks: the usable weeks (Saturday end <= as_of) with keys, Year, Week, value and WEEK_START. Added: for each
+    weeks: the usable weeks (Saturday end <= as_of) with keys, Year (ISO week-numbering, as strict mode keys the
+    trend), Week, value and WEEK_START. Added: for each
     key group and each (Year, Week) of a day in days whose seed week ends after as_of that no usable week has,
     the group's last usable week's value. keys may be empty (Germany).
     """
@@ -131,7 +140,8 @@ def trend_known_at(weeks: DataFrame, keys: Sequence[str], value: str, marker: st
     last = (weeks.groupBy(*keys).agg(F.max_by(value, WEEK_START).alias(value))
             .filter(F.col(value).isNotNull()))   # no usable week at all: nothing to carry forward
     pending = (days.filter(seed_week_end(F.col("Date")) > F.lit(as_of))
-               .select(F.year("Date").alias("Year"), F.weekofyear("Date").alias("Week")).distinct())
+               .select(trend_key_year(F.col("Date"), iso_keys=True).alias("Year"), F.weekofyear("Date").alias("Week"))
+               .distinct())
     carried = (last.crossJoin(pending).join(weeks.select(*keys, "Year", "Week"), [*keys, "Year", "Week"], "left_anti")
                .withColumn(marker, F.lit(True)))
     return weeks.select(*columns).unionByName(carried.select(*columns))

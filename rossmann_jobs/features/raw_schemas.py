@@ -20,6 +20,9 @@ class RawFile:
     required: tuple[str, ...]
     keys: tuple[tuple[str, ...], ...] = ()           # each tuple must be unique among valid rows
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # inclusive bounds of numeric columns
+    # Cross-column rules, checked after the per-column ones: (SQL condition over the parsed columns that marks a
+    # bad row, reason, column named in the quarantine).
+    rules: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def column_names(self) -> list[str]:
@@ -45,6 +48,9 @@ TRAIN = RawFile(
     keys=(("Store", "Date"),),
     ranges={"DayOfWeek": (1, 7), "Sales": _NO_NEGATIVE, "Customers": _NO_NEGATIVE, "Open": _FLAG, "Promo": _FLAG,
             "SchoolHoliday": _FLAG},
+    # A closed day with sales is a mislabelled day (or sales booked on the wrong day): neither reading is safe to
+    # learn from, and a zero-sales row would be excluded anyway.
+    rules=(("`Open` = 0 AND `Sales` > 0", "sales on a closed day (Open 0, Sales > 0)", "Sales"),),
 )
 TEST = RawFile(
     "test.csv",

@@ -86,10 +86,25 @@ def _to_json_sql(fields: Sequence[tuple[str, str]]) -> str:
     return f"to_json(named_struct({', '.join(f'{_sql_string(key)}, {_sql_name(col)}' for key, col in fields)}))"
 
 
+# R's write.csv writes a missing value as NA: read as missing in every column (a required one then reports it as
+# a missing value); no column of the drop holds the text NA as a value.
+_MISSING_TEXTS = "('', 'NA')"
+# Values in a locale's format that the typed columns do not take: named as such, not as "unparseable".
+_LOCALE_FORMATS = {
+    DOUBLE: (r"^[+-]?[0-9]+,[0-9]+$", "decimal comma (expected a decimal point, e.g. 12.5)"),
+    DATE: (r"^[0-9]{1,2}[./][0-9]{1,2}[./][0-9]{4}$", "date as DD.MM.YYYY or MM/DD/YYYY (expected YYYY-MM-DD)"),
+}
+
+
+def _has_text(column: str) -> str:
+    """SQL: the field holds a value (not blank, not NA)."""
+    return f"trim({_sql_name(column)}) NOT IN {_MISSING_TEXTS}"
+
+
 def _parsed(column: str, kind: str) -> str:
     text = f"trim({_sql_name(column)})"
     if kind not in _SQL_TYPES:
-        return f"CASE WHEN {text} != '' THEN {_sql_name(column)} END"
+        return f"CASE WHEN {_has_text(column)} THEN {_sql_name(column)} END"
     parsed = f"try_cast({text} AS {_SQL_TYPES[kind]})"
     return f"CASE WHEN {text} RLIKE {_sql_string(_PATTERNS[kind])} THEN {parsed} END" if kind in _PATTERNS else parsed
 
@@ -106,8 +121,10 @@ def acceptable() -> Column:
 def parse_columns(text_df: DataFrame, raw_file: RawFile) -> DataFrame:
     """Text columns -> typed columns plus PROBLEM, the first problem of each row.
 
-    Problems, first one wins: malformed line (wrong number of fields), unparseable value, missing required
-    value, value out of range. Every column is referenced, so Spark parses whole lines and sees malformed ones.
+    Problems, first one wins: malformed line (wrong number of fields), unparseable value (a locale's decimal comma
+    or date format named as such), missing required value (blank or NA), value out of range, then the file's
+    cross-column rules (RawFile.rules). Every column is referenced, so Spark parses whole lines and sees malformed
+    ones.
     The record of a problem row is the raw line when Spark kept it, else its fields as JSON.
     Written as SQL text, one select per step: built with Column functions, the ~80 columns of the seven files
     took ~8,000 py4j round trips, over a second of driver time before the first Spark job could start.
@@ -121,7 +138,11 @@ def parse_columns(text_df: DataFrame, raw_file: RawFile) -> DataFrame:
     checks: list[tuple[str, str, str]] = [(f"{corrupt} IS NOT NULL", f"malformed line (expected {len(names)} fields)",
                                            "*")]
     for name in names:
-        value, has_text = _sql_name(name), f"trim({_sql_name(_text(name))}) != ''"
+        value, has_text = _sql_name(name), _has_text(_text(name))
+        if raw_file.kind(name) in _LOCALE_FORMATS:
+            pattern, reason = _LOCALE_FORMATS[raw_file.kind(name)]
+            checks.append((f"{value} IS NULL AND trim({_sql_name(_text(name))}) RLIKE {_sql_string(pattern)}",
+                           reason, name))
         checks.append((f"{has_text} AND {value} IS NULL", f"unparseable {raw_file.kind(name)}", name))
         if name in raw_file.required:
             checks.append((f"{value} IS NULL AND NOT coalesce({has_text}, false)", "missing value", name))
@@ -129,6 +150,7 @@ def parse_columns(text_df: DataFrame, raw_file: RawFile) -> DataFrame:
             low, high = raw_file.ranges[name]
             label = "negative value" if (low, high) == (0, 2**31 - 1) else f"out of range [{low}, {high}]"
             checks.append((f"{value} < {low} OR {value} > {high}", label, name))
+    checks += [(condition, reason, column) for condition, reason, column in raw_file.rules]
     # CASE takes the first branch whose condition is true (null counts as false).
     first = "CASE " + " ".join(f"WHEN {condition} THEN named_struct('reason', {_sql_string(reason)}, "
                                f"'column', {_sql_string(column)})" for condition, reason, column in checks) + " END"
@@ -232,6 +254,20 @@ def check_reject_fraction(file_name: str, input_rows: int, problems: Mapping[tup
         + "\nFix the file, or raise --max-reject-fraction to quarantine these rows into rejected/.")
 
 
+def check_plan_rows(file_name: str, input_rows: int, problems: Mapping[tuple[str, str], int],
+                    examples: Mapping[tuple[str, str], Sequence[str]]) -> None:
+    """Fail on any quarantined row of the plan (test.csv): every planned (Store, day) must get a forecast, so a
+    quarantined row would only fail predict, after a whole training run."""
+    rejected = sum(problems.values())
+    if rejected == 0:
+        return
+    raise RawInputError(
+        f"{file_name}: {rejected} of {input_rows} rows of the plan have row-level problems; every plan row must be "
+        "forecast, so none can be quarantined (--max-reject-fraction does not apply to the plan):\n"
+        + describe_problems(problems, examples)
+        + f"\nFix {file_name} (or the file its rows are looked up in) and land the drop again.")
+
+
 def describe_problems(problems: Mapping[tuple[str, str], int],
                       examples: Mapping[tuple[str, str], Sequence[str]]) -> str:
     lines = []
@@ -265,5 +301,10 @@ def examples_by_problem(rows: Iterable) -> dict[tuple[str, str], list[str]]:
 
 def read_text_csv(spark: SparkSession, uri: str, raw_file: RawFile) -> DataFrame:
     """The file as text columns; malformed lines land in CORRUPT_COL (header already checked by parse_header)."""
-    return spark.read.csv(storage.spark_uri(uri), schema=raw_file.text_schema(), header=True, mode="PERMISSIVE",
+    text = spark.read.csv(storage.spark_uri(uri), schema=raw_file.text_schema(), header=True, mode="PERMISSIVE",
                           columnNameOfCorruptRecord=CORRUPT_COL, enforceSchema=True, encoding="UTF-8")
+    # A DOS end-of-file Ctrl-Z right after the last field (no line end before it) is read into that field; the
+    # inspection allows it only as the file's last bytes (drop_manifest.FileDigest), so only the last column can
+    # hold it. On a line of its own the CSV parser skips it as whitespace.
+    last = raw_file.column_names[-1]
+    return text.withColumn(last, F.regexp_replace(last, "\u001a+$", ""))

@@ -161,6 +161,26 @@ def test_trend_rows_that_collide_on_the_join_key_are_all_quarantined(spark):
     assert reasons == {"duplicate key (State,Year,Week)"}
 
 
+def test_iso_trend_keys_give_each_week_its_own_key_when_1_january_is_a_sunday(spark):
+    # Strict mode keys by ISO year: 2017-01-01 is in ISO week 52 of 2016, 2017-12-31 in ISO week 52 of 2017.
+    rows = [("Rossmann_DE_BY", "2017-01-01 - 2017-01-07", 10), ("Rossmann_DE_BY", "2017-12-31 - 2018-01-06", 20),
+            ("Rossmann_DE", "2017-01-01 - 2017-01-07", 50), ("Rossmann_DE", "2017-12-31 - 2018-01-06", 60)]
+    trend = with_problem_column(spark.createDataFrame(rows, "file string, week string, trend int"))
+    classified = joins.classify_trend(trend, GOOGLE_TREND, iso_keys=True)
+    assert {(r.Year, r.Week): r.trend for r in joins.state_trend(classified).collect()} == {(2016, 52): 10,
+                                                                                            (2017, 52): 20}
+    assert {(r.Year, r.Week): r.trend_de for r in joins.germany_trend(classified).collect()} == {(2016, 52): 50,
+                                                                                                 (2017, 52): 60}
+    # A sales row joins on its own ISO year and keeps its calendar Year (a feature).
+    days = spark.createDataFrame([(1, D("2017-01-01")), (1, D("2017-12-25"))], "Store int, Date date")
+    lookups = lookup_frames(spark)
+    joined = joins.add_lookup_columns(calendar.expand_date(days), lookups[0], lookups[1],
+                                      joins.state_trend(classified), joins.germany_trend(classified), lookups[4],
+                                      iso_trend_keys=True)
+    got = {(r.Date, r.Year): (r.trend, r.trend_de) for r in joined.collect()}
+    assert got == {(D("2017-01-01"), 2017): (10, 50), (D("2017-12-25"), 2017): (20, 60)}
+
+
 def sales_frame(spark, rows):
     schema = "Store int, Date date, Year int, Week int, in_scope boolean"
     return with_problem_column(spark.createDataFrame(rows, schema))

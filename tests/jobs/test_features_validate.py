@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features.raw_schemas import CORRUPT_COL, TEST, TRAIN
+from rossmann_jobs.features.raw_schemas import CORRUPT_COL, STORE, TEST, TRAIN
 from rossmann_jobs.features.validate import (
     PROBLEM,
     AccountingError,
@@ -73,6 +73,10 @@ def test_empty_file_is_an_error():
 @pytest.mark.parametrize("text", [
     b"\xef\xbb\xbfa,b\r\n1,2\r\n\r\n3,4\n5,6",    # BOM, CRLF, a blank line, no final newline
     b"a,b\n1,2\n,\n \t\n3,4\n\n",                # an empty-valued row counts, a whitespace line does not
+    b"a,b\r1,2\r\r3,4\r",                         # CR-only line ends (Excel for Mac)
+    b"a,b\r\n1,2\r\n3,4\r\n\x1a",                  # a DOS end-of-file Ctrl-Z on a line of its own
+    b"a,b\n1,2\n3,4\x1a\x1a",                       # ... right after the last field
+    b"a,b\n1,2\n\x0b\x0c \n3,4\n",                  # a line of control whitespace: blank for both
 ])
 def test_file_digest_counts_rows_as_spark_reads_them(spark, tmp_path, text):
     digest = FileDigest(head_bytes=4)
@@ -114,6 +118,10 @@ def test_parse_flags_each_row_problem_with_its_column_and_record(spark, tmp_path
         "13,5,2015-07-31,1e3,555,1,1,0,1",     # an exponent is not an integer
         "14,5,2015-07-31,2147483648,555,1,1,0,1",  # overflows int
         "15,5,2015-07-31,+0042,555,1,1,0,1",   # sign and leading zeros are fine
+        "16,5,2015-07-31,5263,555,0,1,0,1",    # sales on a closed day
+        "17,7,2015-07-26,0,0,0,0,0,0",         # a closed day without sales is fine
+        "18,5,31.07.2015,5263,555,1,1,0,1",    # a day-first date
+        "19,5,2015-07-31,NA,555,1,1,0,1",      # R's NA: missing
     ]
     rows = parse_lines(spark, tmp_path, TRAIN, lines)
     got = [(r._reason, r._reason_column) for r in rows]
@@ -133,6 +141,10 @@ def test_parse_flags_each_row_problem_with_its_column_and_record(spark, tmp_path
         ("unparseable int", "Sales"),
         ("unparseable int", "Sales"),
         (None, None),
+        ("sales on a closed day (Open 0, Sales > 0)", "Sales"),
+        (None, None),
+        ("date as DD.MM.YYYY or MM/DD/YYYY (expected YYYY-MM-DD)", "Date"),
+        ("missing value", "Sales"),
     ]
     assert rows[6].record == lines[6]                       # Spark kept the raw line
     assert '"Sales":"52x3"' in rows[1].record               # else the fields as text
@@ -142,6 +154,21 @@ def test_parse_flags_each_row_problem_with_its_column_and_record(spark, tmp_path
 def test_parse_allows_a_blank_test_open_but_not_a_blank_store(spark, tmp_path):
     rows = parse_lines(spark, tmp_path, TEST, ["1,1,4,2015-09-17,,1,0,0", "2,,4,2015-09-17,1,1,0,0"])
     assert [(r._reason, r._reason_column) for r in rows] == [(None, None), ("missing value", "Store")]
+
+
+def test_parse_reads_na_as_missing_and_names_a_decimal_comma(spark, tmp_path):
+    path = tmp_path / "store.csv"
+    path.write_text(",".join(STORE.column_names) + "\n" + "\n".join([
+        '1,"a","c",NA,NA,NA,0,NA,NA,NA',                   # R's write.csv: every missing value NA
+        '2,"a","c","1270,5",9,2008,0,,,',                  # a decimal comma
+        '3,NA,"c",1270,9,2008,0,,,']) + "\n")              # NA in a required column: missing
+    text = spark.read.csv(str(path), schema=STORE.text_schema(), header=True, mode="PERMISSIVE",
+                          columnNameOfCorruptRecord=CORRUPT_COL, enforceSchema=True)
+    rows = parse_columns(text, STORE).select("CompetitionDistance", "PromoInterval", *problem_columns()).collect()
+    assert [(r._reason, r._reason_column) for r in rows] == [
+        (None, None), ("decimal comma (expected a decimal point, e.g. 12.5)", "CompetitionDistance"),
+        ("missing value", "StoreType")]
+    assert rows[0].CompetitionDistance is None and rows[0].PromoInterval is None
 
 
 def test_parse_unquotes_quoted_values(spark, tmp_path):

@@ -143,7 +143,6 @@ def test_malformed_line_is_reported_with_its_raw_text(spark, tmp_path, drop):
 def test_problems_under_the_threshold_are_quarantined_and_accounted_for(spark, tmp_path, drop):
     break_sales("Sales", "12x")(drop)
     duplicate_train_row(drop)
-    unseen_test_store(drop)
     bad_weather = drop["weather.csv"][0]
     bad_weather["Max_TemperatureC"] = "warm"
     out, metadata = run(spark, tmp_path, drop, max_reject_fraction=0.05)
@@ -157,7 +156,6 @@ def test_problems_under_the_threshold_are_quarantined_and_accounted_for(spark, t
     assert {k: len(v) for k, v in by_problem.items()} == {
         ("train.csv", "unparseable int", "Sales"): 1,
         ("train.csv", "duplicate key (Store,Date)", "Store,Date"): 2,
-        ("test.csv", "Store has no train.csv rows on or before as-of", "Store"): 1,
         ("weather.csv", "unparseable double", "Max_TemperatureC"): 1,
         no_weather: 1,  # the weather row is gone, so store 1's train row of that state and day goes too
     }
@@ -170,6 +168,17 @@ def test_problems_under_the_threshold_are_quarantined_and_accounted_for(spark, t
         assert sum(files[name].values()) == rows, name
     assert files["train.csv"]["quarantined"] == sum(len(v) for k, v in by_problem.items() if k[0] == "train.csv")
     assert metadata["row_counts"]["rejected"] == len(rejected)
+
+
+@pytest.mark.slow
+def test_a_plan_row_that_would_be_quarantined_fails_prepare_whatever_the_threshold(spark, tmp_path, drop):
+    unseen_test_store(drop)
+    with pytest.raises(RawInputError) as error:
+        run(spark, tmp_path, drop, max_reject_fraction=0.5)
+    message = str(error.value)
+    assert message.startswith(f"test.csv: 1 of {len(drop['test.csv'])} rows of the plan have row-level problems")
+    assert "Store has no train.csv rows on or before as-of in column 'Store': 1 rows, e.g." in message
+    assert not storage.exists(str(tmp_path / "out" / storage.MANIFEST_NAME))
 
 
 # --- more file-level problems, and encodings that must be accepted ----------------------------------------------
@@ -274,7 +283,6 @@ def many_row_problems(drop):
         return next(r for r in drop["train.csv"] if r["Store"] == str(store) and r["Date"] == day)
 
     row_of(1, "2015-07-21")["Open"] = "2"
-    drop["test.csv"][5]["Promo"] = "3"
     for row in drop["store_states.csv"]:                  # a state code that state_names and googletrend lack
         if row["Store"] == "3":
             row["State"] = "XX"
@@ -287,7 +295,6 @@ def many_row_problems(drop):
                            for r in drop["train.csv"])
     return {
         ("train.csv", "out of range [0, 1]", "Open"): 1,
-        ("test.csv", "out of range [0, 1]", "Promo"): 1,
         ("train.csv", "malformed line (expected 9 fields)", "*"): 1,    # the truncated last line (a store 3 row)
         ("train.csv", "no googletrend.csv row for the store's (State, Year, Week)", "State,Year,Week"):
             store_3_rows - 1,

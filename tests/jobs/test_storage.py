@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from rossmann_jobs import commit_protocol as protocol
 from rossmann_jobs import storage
 
 
@@ -29,15 +31,21 @@ def test_reader_refuses_uncommitted_output(out_root):
         storage.committed_uri(out_root)
 
 
+def attempt_at(out_root, seconds):
+    """An attempt of out_root started `seconds` after a fixed instant."""
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=seconds)
+    return storage.join(out_root, protocol.new_attempt_name(start))
+
+
 def test_commit_publishes_attempt_and_removes_older_ones(out_root):
-    first = storage.new_attempt_uri(out_root)
+    first = attempt_at(out_root, 0)
     storage.write_bytes(storage.join(first, "part-0"), b"first")
     storage.commit(out_root, first, {"rows": 1})
-    crashed = storage.new_attempt_uri(out_root)  # a re-run that died before committing
+    crashed = attempt_at(out_root, 1)  # a re-run that died before committing
     storage.write_bytes(storage.join(crashed, "part-0"), b"partial")
     assert storage.read_bytes(storage.join(storage.committed_uri(out_root), "part-0")) == b"first"
 
-    second = storage.new_attempt_uri(out_root)
+    second = attempt_at(out_root, 2)
     storage.write_bytes(storage.join(second, "part-0"), b"second")
     manifest = storage.commit(out_root, second, {"rows": 2})
 
@@ -46,6 +54,25 @@ def test_commit_publishes_attempt_and_removes_older_ones(out_root):
     assert storage.read_bytes(storage.join(storage.committed_uri(out_root), "part-0")) == b"second"
     remaining = storage.list_files(storage.join(out_root, "attempts"))
     assert remaining == [storage.join(second, "part-0")]
+
+
+def test_commit_never_removes_an_attempt_started_after_its_own(out_root):
+    # Two runs for one output: the later one is still writing when the earlier one commits.
+    earlier, later = attempt_at(out_root, 0), attempt_at(out_root, 5)
+    storage.write_bytes(storage.join(later, "part-0"), b"later, still being written")
+    storage.write_bytes(storage.join(earlier, "part-0"), b"earlier")
+    storage.commit(out_root, earlier)
+    assert storage.read_bytes(storage.join(later, "part-0")) == b"later, still being written"
+    storage.commit(out_root, later)
+    assert storage.list_files(storage.join(out_root, "attempts")) == [storage.join(later, "part-0")]
+
+
+def test_older_attempts_are_told_by_their_stamps():
+    names = ["attempts/20260101T000000Z-aaaaaaaa", "attempts/20260101T000001Z-bbbbbbbb",
+             "attempts/20260101T000001Z-cccccccc", "attempts/20260101T000002Z-dddddddd", "attempts/odd"]
+    assert protocol.older_attempts(names, "s3://b/o/" + names[1]) == [names[0]]   # same second: order unknown
+    with pytest.raises(ValueError, match="is not an attempt"):
+        protocol.older_attempts(names, "s3://b/o/attempts/odd")
 
 
 # The manifest both sides read: the jobs write it (storage.commit), the DAG's tasks read it with the S3Hook
