@@ -491,10 +491,22 @@ def test_rerun_keeps_every_xcom_uri(first_run, rerun):
     assert without(again_args["predict"], "--gate-decision") == without(first_args["predict"], "--gate-decision")
     for run, args in ((first, first_args), (again, again_args)):
         assert value(args["predict"], "--gate-decision") == run["xcom"]["quality_gate"]["reason"]
-    assert without(again_args["train_model"], "--champion-model") == \
-        without(first_args["train_model"], "--champion-model")
-    assert value(first_args["train_model"], "--champion-model") == ""
+    # ... and with it the champion record's digests of its files (issue 33), for scoring and for a warm start.
+    champion_flags = ("--champion-model", "--champion-model-sha256", "--warm-start-model-sha256")
+
+    def without_champion(args: list[str]) -> list[str]:
+        for flag in champion_flags:
+            args = without(args, flag)
+        return args
+
+    assert without_champion(again_args["train_model"]) == without_champion(first_args["train_model"])
+    assert [value(first_args["train_model"], flag) for flag in champion_flags] == ["", "", ""]
     assert value(again_args["train_model"], "--champion-model") == first["xcom"]["quality_gate"]["champion_model_uri"]
+    digests = json.loads(value(again_args["train_model"], "--champion-model-sha256"))
+    assert set(digests) == {"model/artifact.json", "model/weights.npz"}
+    assert all(len(digest) == 64 for digest in digests.values())
+    assert value(again_args["train_model"], "--warm-start-model-sha256") == \
+        value(again_args["train_model"], "--champion-model-sha256")
 
 
 def test_rerun_output_holds_no_secret(dag_test_stack, rerun):
