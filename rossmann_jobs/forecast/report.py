@@ -57,19 +57,26 @@ def overall_plot(daily: pd.DataFrame, rmspe: float | None) -> bytes:
     return png_bytes(figure)
 
 
-def stores_plot(daily_by_store: pd.DataFrame, store_rmspe: dict[int, float]) -> bytes:
-    """One panel per chosen store: actual vs forecast per day over the validation window."""
-    stores = list(dict.fromkeys(daily_by_store["StoreId"]))
+def store_panels(stores: list) -> tuple[Any, list]:
+    """A figure of one panel per store, two columns when there are several: (figure, the stores' axes); panels
+    left over in the last row are switched off."""
     columns = 2 if len(stores) > 1 else 1
     rows = max(1, -(-len(stores) // columns))
     figure, axes = plt.subplots(rows, columns, figsize=(6 * columns, 3.5 * rows), squeeze=False,
                                 constrained_layout=True)
-    for axis, store in zip(axes.flat, stores):
-        daily = daily_by_store[daily_by_store["StoreId"] == store]
-        _actual_vs_forecast(axis, daily, f"Store {store} (exp-RMSPE {format_value(store_rmspe.get(store))})")
     for axis in list(axes.flat)[len(stores):]:
         axis.axis("off")
-    axes.flat[0].legend()
+    return figure, list(axes.flat)
+
+
+def stores_plot(daily_by_store: pd.DataFrame, store_rmspe: dict[int, float]) -> bytes:
+    """One panel per chosen store: actual vs forecast per day over the validation window."""
+    stores = list(dict.fromkeys(daily_by_store["StoreId"]))
+    figure, axes = store_panels(stores)
+    for axis, store in zip(axes, stores):
+        daily = daily_by_store[daily_by_store["StoreId"] == store]
+        _actual_vs_forecast(axis, daily, f"Store {store} (exp-RMSPE {format_value(store_rmspe.get(store))})")
+    axes[0].legend()
     return png_bytes(figure)
 
 
@@ -93,11 +100,8 @@ def fan_chart(actuals: pd.DataFrame, horizon: pd.DataFrame, low: str, mid: str, 
     """One panel per store: the validation window's actual sales (up to the as-of date), then the horizon's `mid`
     quantile forecast as a line in the band from `low` to `high` (columns of horizon: StoreId, Date and those)."""
     stores = list(dict.fromkeys(horizon["StoreId"]))
-    columns = 2 if len(stores) > 1 else 1
-    rows = max(1, -(-len(stores) // columns))
-    figure, axes = plt.subplots(rows, columns, figsize=(6 * columns, 3.5 * rows), squeeze=False,
-                                constrained_layout=True)
-    for axis, store in zip(axes.flat, stores):
+    figure, axes = store_panels(stores)
+    for axis, store in zip(axes, stores):
         past = actuals[actuals["StoreId"] == store].sort_values("Date")
         ahead = horizon[horizon["StoreId"] == store].sort_values("Date")
         axis.plot(past["Date"], past[ACTUAL], color="tab:blue", marker=".", label="actual (validation window)")
@@ -107,9 +111,7 @@ def fan_chart(actuals: pd.DataFrame, horizon: pd.DataFrame, low: str, mid: str, 
         axis.set_title(f"Store {store}", fontsize=10)
         axis.tick_params(axis="x", labelrotation=45, labelsize=8)
         axis.grid(alpha=0.3)
-    for axis in list(axes.flat)[len(stores):]:
-        axis.axis("off")
-    axes.flat[0].legend(fontsize=8)
+    axes[0].legend(fontsize=8)
     return png_bytes(figure)
 
 
