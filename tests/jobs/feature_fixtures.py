@@ -65,3 +65,13 @@ def write_features(out_uri: str, train_rows: int = 2000, validation_rows: int = 
     storage.write_json(storage.join(attempt, METADATA_FILE), metadata)
     storage.commit(out_uri, attempt, {"fixture": True})
     return metadata
+
+
+def committed_split_frames(out: str) -> dict[str, Any]:
+    """The train, validation and test splits of a committed prepare output as pandas frames, in (StoreId, Date)
+    order: two prepare runs compare frame by frame."""
+    import pandas as pd
+
+    attempt = storage.committed_uri(out)
+    return {name: pd.read_parquet(storage.join(attempt, name)).sort_values(["StoreId", "Date"], ignore_index=True)
+            for name in ("train", "validation", "test")}

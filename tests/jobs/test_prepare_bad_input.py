@@ -12,6 +12,7 @@ from fixtures.tiny_drop import csv_text, tiny_drop, write_drop
 from rossmann_jobs import storage
 from rossmann_jobs.features.drop_manifest import manifest_bytes, parse_manifest
 from rossmann_jobs.features.validate import RawInputError
+from tests.jobs.feature_fixtures import committed_split_frames
 
 AS_OF = date(2015, 7, 31)
 
@@ -204,12 +205,6 @@ def run_prepare_on(spark, raw, tmp_path, **kwargs):
     return run_prepare(spark, raw, str(tmp_path / "out"), AS_OF, num_shards=2, **kwargs)
 
 
-def split_rows(out):
-    attempt = storage.committed_uri(out)
-    return {name: pd.read_parquet(storage.join(attempt, name)).sort_values(["StoreId", "Date"], ignore_index=True)
-            for name in ("train", "validation", "test")}
-
-
 @pytest.mark.slow
 def test_crlf_and_bom_give_the_same_features_as_the_plain_file(spark, tmp_path, drop):
     plain = run_prepare_on(spark, write_drop(str(tmp_path / "plain"), drop), tmp_path / "a")
@@ -220,7 +215,8 @@ def test_crlf_and_bom_give_the_same_features_as_the_plain_file(spark, tmp_path, 
     checksums = {name: (plain["input_checksums"][name]["bytes"], windows["input_checksums"][name]["bytes"])
                  for name in plain["input_checksums"]}
     assert all(crlf_bytes > plain_bytes for plain_bytes, crlf_bytes in checksums.values())  # really different files
-    plain_rows, windows_rows = split_rows(str(tmp_path / "a" / "out")), split_rows(str(tmp_path / "b" / "out"))
+    plain_rows = committed_split_frames(str(tmp_path / "a" / "out"))
+    windows_rows = committed_split_frames(str(tmp_path / "b" / "out"))
     for name, frame in plain_rows.items():
         assert len(frame) > 0
         pd.testing.assert_frame_equal(windows_rows[name], frame)

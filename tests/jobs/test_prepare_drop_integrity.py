@@ -16,6 +16,7 @@ from rossmann_jobs import storage
 from rossmann_jobs.features.validate import RawInputError
 from rossmann_jobs.synth import DailyDrops, SynthConfig, build_dataset
 from rossmann_jobs.synth.timeshift import shifted_drop, weeks_between
+from tests.jobs.feature_fixtures import committed_split_frames
 
 CONFIG = SynthConfig(stores=6, seed=5)
 AS_OF = dt.date(2015, 7, 31)     # a Friday: the generator's last train day, the drop's plan is Kaggle's test period
@@ -247,12 +248,6 @@ def harmless_variants(drop) -> dict[str, bytes]:
     }
 
 
-def split_frames(out):
-    attempt = storage.committed_uri(out)
-    return {name: pd.read_parquet(storage.join(attempt, name)).sort_values(["StoreId", "Date"], ignore_index=True)
-            for name in ("train", "validation", "test")}
-
-
 @pytest.mark.slow
 def test_harmless_export_variants_give_the_features_of_the_clean_drop(spark, tmp_path, drop):
     variants = harmless_variants(drop)
@@ -263,7 +258,8 @@ def test_harmless_export_variants_give_the_features_of_the_clean_drop(spark, tmp
         assert variant[key] == clean[key], key
     assert variant["row_counts"]["rejected"] == 0
     assert all(variant["input_checksums"][name] != clean["input_checksums"][name] for name in drop)
-    clean_rows, variant_rows = split_frames(str(tmp_path / "clean-out")), split_frames(str(tmp_path / "variant-out"))
+    clean_rows = committed_split_frames(str(tmp_path / "clean-out"))
+    variant_rows = committed_split_frames(str(tmp_path / "variant-out"))
     for name, rows in clean_rows.items():
         assert len(rows) > 0
         pd.testing.assert_frame_equal(variant_rows[name], rows)
@@ -301,7 +297,7 @@ def test_trend_weeks_keyed_right_when_1_january_is_a_sunday(spark, tmp_path, dro
                 if f.endswith(".json") for line in storage.read_bytes(f).decode().splitlines()]
     assert sorted((json.loads(r["record"])["Store"], json.loads(r["record"])["Date"]) for r in rejected) == sorted(
         closed_with_sales)
-    horizon = split_frames(str(tmp_path / "raw-out"))["test"]
+    horizon = committed_split_frames(str(tmp_path / "raw-out"))["test"]
     assert {str(day)[:10] for day in horizon.Date} >= {f"{as_of.year}-12-25", f"{as_of.year}-12-31"}
     assert horizon.groupby("StoreId").trend.nunique().eq(1).all(), horizon.groupby("StoreId").trend.unique()
     assert horizon.trend_de.nunique() == 1
