@@ -232,7 +232,8 @@ def shuffled_rank_run(dag_test_stack, first_run):
     """Negative control: local mode's own features with rank 1's train labels shuffled, then train and predict with
     the exact arguments local mode's tasks rendered (spark-submit, local[2]), outside Airflow."""
     stack, plan = dag_test_stack, first_run["summary"]["xcom"]["plan_run"]
-    base = f"s3://{stack.bucket}/negative-control/{FIRST_DATE}"
+    # Under runs/: the jobs load models only from the storage root's models/ and runs/ (model_trust).
+    base = f"s3://{stack.bucket}/runs/negative-control/{FIRST_DATE}"
     env = {**os.environ, **embedded.aws_env(stack.state, stack.endpoint), "PYTHONPATH": str(REPO_ROOT),
            "PATH": f"{JOBS_PYTHON.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
@@ -245,7 +246,7 @@ def shuffled_rank_run(dag_test_stack, first_run):
                                "--out", f"{base}/features"]).strip().splitlines()[-1])
     rendered = first_run["summary"]["rendered_fields"]
     replace = {"--features": f"{base}/features", "--out": f"{base}/model", "--champion-model": "",
-               "--warm-start-model": ""}
+               "--champion-model-sha256": "", "--warm-start-model": "", "--warm-start-model-sha256": ""}
     args = list(rendered["train_model"]["application_args"])
     for flag, value in replace.items():
         args[args.index(flag) + 1] = value

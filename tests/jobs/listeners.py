@@ -15,17 +15,29 @@ def listening(root_pid: int) -> set[tuple[str, int, str]]:
         processes = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return set()
-    found = set()
+    names = {}
     for process in processes:
         try:
-            name = " ".join(process.cmdline()[:3])[:120]
-            for connection in process.net_connections(kind="inet"):
-                tcp_listen = connection.status == psutil.CONN_LISTEN
-                udp_bound = connection.type == 2 and connection.laddr and not connection.raddr   # SOCK_DGRAM
-                if tcp_listen or udp_bound:
-                    found.add((connection.laddr.ip, connection.laddr.port, name))
+            names[process.pid] = " ".join(process.cmdline()[:3])[:120]
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
+    # One read of the system's socket tables per sample (per process, psutil re-reads them for each of the ~10
+    # processes): a sample then takes milliseconds even on a loaded machine, and a short-lived listener is not missed.
+    try:
+        connections = [(c, c.pid) for c in psutil.net_connections(kind="inet") if c.pid in names]
+    except psutil.AccessDenied:   # not root: each process's own
+        connections = []
+        for pid in names:
+            try:
+                connections += [(c, pid) for c in psutil.Process(pid).net_connections(kind="inet")]
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+    found = set()
+    for connection, pid in connections:
+        tcp_listen = connection.status == psutil.CONN_LISTEN
+        udp_bound = connection.type == 2 and connection.laddr and not connection.raddr   # SOCK_DGRAM
+        if tcp_listen or udp_bound:
+            found.add((connection.laddr.ip, connection.laddr.port, names[pid]))
     return found
 
 
@@ -44,7 +56,7 @@ def reachable_from_outside(sockets) -> list[tuple[str, int, str]]:
 class ListenerSampler:
     """Samples listening(root_pid) every interval_s in a thread until stop(); `seen` holds the union."""
 
-    def __init__(self, root_pid: int, interval_s: float = 0.5):
+    def __init__(self, root_pid: int, interval_s: float = 0.2):
         self.root_pid, self.interval_s, self.seen, self.samples = root_pid, interval_s, set(), 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

@@ -27,6 +27,7 @@ STORES = 40   # ~40,000 train.csv rows: enough to spill at the fraction below, a
 # of 5.
 SPILLING, STARVED = "0.05", "0.002"
 TIGHT_PAGE_SIZE = "1m"
+TIGHT_STORAGE_FRACTION = "0.1"
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,7 @@ def prepare(raw: str, out: str, memory_fraction: str | None, event_log) -> JobPr
         conf["spark.memory.fraction"] = memory_fraction
     if memory_fraction == SPILLING:
         conf["spark.buffer.pageSize"] = TIGHT_PAGE_SIZE
+        conf["spark.memory.storageFraction"] = TIGHT_STORAGE_FRACTION
     job = JobProcess("prepare", ["--raw", raw, "--out", out, "--as-of", AS_OF.isoformat(), "--num-shards", "2"],
                      spark_conf=conf)
     job.wait(timeout_s=300)
