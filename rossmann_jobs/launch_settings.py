@@ -8,15 +8,24 @@ Why the JIT: every job is a cold JVM that generates and compiles a few hundred c
 seconds of work. HotSpot's optimizing compiler (C2) then takes one of two cores away from the tasks, and on a small
 drop never pays off: C1 only (`-XX:TieredStopAtLevel=1`) halves a 30-store job's CPU time. On a large drop C2's
 faster code wins, so the default stays there (bench/RESULTS.md, "Fixed cost per run").
+
+Why the class archive: before its first query, a cold Spark JVM loads and verifies some 15,000 classes. Mapped
+from a class-data-sharing archive (rossmann_jobs/class_archive.py builds it; scripts/setup_env.sh puts it in the
+jobs environment), they are ready at once, for a job of any size. The archive is named by $ROSSMANN_SPARK_CLASS_ARCHIVE
+on the machine that launches the driver; absent, the JVM starts as before.
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Mapping
 
 from rossmann_jobs.job_protocol import JOBS
 
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+CLASS_ARCHIVE_ENV = "ROSSMANN_SPARK_CLASS_ARCHIVE"
+CLASS_ARCHIVE_NAME = "spark-classes.jsa"   # where scripts/setup_env.sh builds it: in the jobs environment's folder
 # train.csv rows below which a job's driver JVM runs C1 only. C1 cut every job's CPU at 30 and 150 stores (137,000
 # rows) and cost prepare time at full scale (1.02 M rows); the crossover in between is not measured yet, so one
 # conservative threshold for all jobs (bench/RESULTS.md, "Fixed cost per run").
@@ -31,10 +40,25 @@ def drop_rows(manifest: Mapping[str, Any] | None) -> int | None:
         return None
 
 
-def launch_conf(job: str, train_rows: int | None) -> dict[str, str]:
+def jobs_env_class_archive(jobs_env: str | Path) -> Path:
+    """Where scripts/setup_env.sh builds the class archive for the jobs environment at jobs_env."""
+    return Path(jobs_env) / CLASS_ARCHIVE_NAME
+
+
+def class_archive(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The class archive named by $ROSSMANN_SPARK_CLASS_ARCHIVE, if that file exists."""
+    path = environ.get(CLASS_ARCHIVE_ENV)
+    return path if path and os.path.isfile(path) else None
+
+
+def launch_conf(job: str, train_rows: int | None, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The job's launch settings for a drop of train_rows rows (None: unknown size, Spark's defaults)."""
     if job not in JOBS:
         raise ValueError(f"{job!r} is not one of the jobs {list(JOBS)}")
+    options = []
     if train_rows is not None and train_rows < C1_BELOW_TRAIN_ROWS[job]:
-        return {JAVA_OPTIONS: C1_ONLY}
-    return {}
+        options.append(C1_ONLY)
+    archive = class_archive(environ)
+    if archive:
+        options.append(f"-XX:SharedArchiveFile={archive}")
+    return {JAVA_OPTIONS: " ".join(options)} if options else {}

@@ -6,6 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from rossmann_jobs.launch_settings import CLASS_ARCHIVE_ENV, jobs_env_class_archive
 from stack_processes import start_process, stop_processes, wait_http
 from stack_state import AIRFLOW_BIN, DEFAULT_BUCKET, JOBS_BIN, REPO, Stack, stack_secrets
 
@@ -78,6 +79,8 @@ def airflow_env(stack: Stack, endpoint: str, api_port: int | None = None, spark_
         "SPARK_LOCAL_IP": "127.0.0.1",
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
+        # The jobs' driver JVMs start from the class archive setup_env.sh built (rossmann_jobs/launch_settings.py).
+        **({CLASS_ARCHIVE_ENV: str(archive)} if (archive := jobs_env_class_archive(JOBS_BIN.parent)).is_file() else {}),
     }
 
 

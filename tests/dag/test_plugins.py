@@ -246,9 +246,10 @@ def test_a_small_drops_jobs_launch_with_c1_only_and_configuration_still_wins(mon
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     from rossmann.spark_submit import RossmannSparkSubmitOperator
-    from rossmann_jobs.launch_settings import C1_BELOW_TRAIN_ROWS, C1_ONLY
+    from rossmann_jobs.launch_settings import C1_BELOW_TRAIN_ROWS, C1_ONLY, CLASS_ARCHIVE_ENV
 
     commands = []
+    monkeypatch.delenv(CLASS_ARCHIVE_ENV, raising=False)
 
     def capture(self, context):   # build the command the hook would run, run nothing
         commands.append(" ".join(SparkSubmitHook(conf=self.conf, conn_id=self._conn_id)
@@ -274,6 +275,12 @@ def test_a_small_drops_jobs_launch_with_c1_only_and_configuration_still_wins(mon
     assert "extraJavaOptions" not in command_for(None)   # an empty marker: size unknown
     own = command_for(small, {"spark_conf": {"spark.driver.extraJavaOptions": "-Dmine=1"}})
     assert "spark.driver.extraJavaOptions=-Dmine=1" in own and C1_ONLY not in own
+    # The machine's class archive (the embedded stack names it), for a drop of any size.
+    archive = tmp_path / "classes.jsa"
+    archive.write_bytes(b"x")
+    monkeypatch.setenv(CLASS_ARCHIVE_ENV, str(archive))
+    assert f"spark.driver.extraJavaOptions={C1_ONLY} -XX:SharedArchiveFile={archive}" in command_for(small)
+    assert f"spark.driver.extraJavaOptions=-XX:SharedArchiveFile={archive}" in command_for(large)
 
 
 class _ManifestHook:

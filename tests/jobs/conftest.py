@@ -2,21 +2,26 @@
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import sys
 from pathlib import Path
 
 import pytest
 
-from rossmann_jobs.launch_settings import C1_ONLY
+from rossmann_jobs.launch_settings import CLASS_ARCHIVE_ENV, JAVA_OPTIONS, jobs_env_class_archive, launch_conf
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBS_BIN = Path(sys.executable).parent
 
-# The in-process session's JVM (launched from PYSPARK_SUBMIT_ARGS) runs many small queries on small data: C1-only
-# JIT, as the DAG launches a small drop's jobs (rossmann_jobs/launch_settings.py), cut a features test module's wall
-# time by ~30 % here.
-os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-java-options {C1_ONLY} pyspark-shell")
+# Every JVM of the tests starts as the DAG starts a small drop's jobs (rossmann_jobs/launch_settings.py): from the
+# jobs environment's class archive where scripts/setup_env.sh built one, and with C1-only JIT (the in-process
+# session, launched from PYSPARK_SUBMIT_ARGS, runs many small queries on small data: C1 cut a features test
+# module's wall time by ~30 % here). Spark-submitted jobs get the same through tests/jobs/job_process.py.
+if jobs_env_class_archive(sys.prefix).is_file():
+    os.environ.setdefault(CLASS_ARCHIVE_ENV, str(jobs_env_class_archive(sys.prefix)))
+_JAVA_OPTIONS = shlex.quote(launch_conf("prepare", 0)[JAVA_OPTIONS])
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-java-options {_JAVA_OPTIONS} pyspark-shell")
 
 
 def free_port() -> int:

@@ -21,7 +21,8 @@ class JobProcess:
         jobs_bin = str(Path(sys.executable).parent)
         full_env = {**os.environ, **(env or {}), "PATH": jobs_bin + os.pathsep + os.environ.get("PATH", ""),
                     "PYTHONPATH": str(REPO_ROOT)}
-        # The tests' drops are small: their jobs launch as the DAG launches a small drop's (C1-only JIT).
+        # The tests' drops are small: their jobs launch as the DAG launches a small drop's (C1-only JIT, and the
+        # class archive that tests/jobs/conftest.py names).
         conf = {**launch_conf(job, train_rows=0), **(spark_conf or {})}
         command = [os.path.join(jobs_bin, "spark-submit"), "--master", "local[2]",
                    "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",

@@ -456,16 +456,30 @@ def test_train_statistics_are_the_train_split_moments(tmp_path):
     assert start.mean_log_sales != pytest.approx(float(validation[LABEL_COL].mean()), rel=1e-9)
 
 
-def test_launch_settings_follow_the_drop_manifest():
+def test_launch_settings_follow_the_drop_manifest(tmp_path):
     from rossmann_jobs.job_protocol import JOBS
-    from rossmann_jobs.launch_settings import C1_BELOW_TRAIN_ROWS, C1_ONLY, JAVA_OPTIONS, drop_rows, launch_conf
+    from rossmann_jobs.launch_settings import (
+        C1_BELOW_TRAIN_ROWS,
+        C1_ONLY,
+        CLASS_ARCHIVE_ENV,
+        JAVA_OPTIONS,
+        drop_rows,
+        launch_conf,
+    )
 
     assert set(C1_BELOW_TRAIN_ROWS) == set(JOBS)
     assert drop_rows({"format": "rossmann-drop/1", "files": {"train.csv": {"rows": 27339}}}) == 27339
     assert drop_rows(None) is None and drop_rows({}) is None and drop_rows({"files": {"train.csv": {}}}) is None
+    archive = tmp_path / "classes.jsa"
+    with_archive, missing = {CLASS_ARCHIVE_ENV: str(archive)}, {CLASS_ARCHIVE_ENV: str(tmp_path / "absent.jsa")}
+    archive.write_bytes(b"x")
     for job in JOBS:
-        assert launch_conf(job, C1_BELOW_TRAIN_ROWS[job] - 1) == {JAVA_OPTIONS: C1_ONLY}
-        assert launch_conf(job, C1_BELOW_TRAIN_ROWS[job]) == {}
-        assert launch_conf(job, None) == {}
+        assert launch_conf(job, C1_BELOW_TRAIN_ROWS[job] - 1, {}) == {JAVA_OPTIONS: C1_ONLY}
+        assert launch_conf(job, C1_BELOW_TRAIN_ROWS[job], {}) == {}
+        assert launch_conf(job, None, {}) == {}
+        # The class archive serves a job of any size; a named archive that is not there is left out.
+        assert launch_conf(job, 10, with_archive) == {JAVA_OPTIONS: f"{C1_ONLY} -XX:SharedArchiveFile={archive}"}
+        assert launch_conf(job, None, with_archive) == {JAVA_OPTIONS: f"-XX:SharedArchiveFile={archive}"}
+        assert launch_conf(job, 10, missing) == {JAVA_OPTIONS: C1_ONLY}
     with pytest.raises(ValueError, match="not one of the jobs"):
         launch_conf("pepare", 10)
