@@ -91,13 +91,14 @@ def write_admin_password(stack: Stack) -> str:
 
 
 def airflow_init(stack: Stack, env: dict[str, str]) -> None:
-    """Create/upgrade the metadata database, the admin login and the Spark pool."""
+    """Create/upgrade the metadata database, the admin login, the Spark pool and the connections."""
     stack.airflow_home.mkdir(parents=True, exist_ok=True)
     write_admin_password(stack)
     subprocess.run([str(AIRFLOW_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True,
                    stdout=subprocess.DEVNULL)
-    # The Spark pool the DAG's spark-submit tasks share (plugins/rossmann/pools.py).
-    subprocess.run([str(AIRFLOW_BIN / "python"), "-m", "rossmann.pools"], check=True, stdout=subprocess.DEVNULL,
+    # What a deployment's `rossmann-forecast bootstrap` does (plugins/rossmann/bootstrap.py): the Spark pool the
+    # DAG's spark-submit tasks share, and the connections of `env` stored in the metadata database too.
+    subprocess.run([str(AIRFLOW_BIN / "python"), "-m", "rossmann.bootstrap"], check=True, stdout=subprocess.DEVNULL,
                    env={**os.environ, **env, "PYTHONPATH": str(REPO / "plugins")})
 
 
