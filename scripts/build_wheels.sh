@@ -6,8 +6,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:?usage: scripts/build_wheels.sh OUT_DIR}"
 PIP="${PIP:-$ROOT/.venvs/airflow/bin/pip}"
-# setuptools copies sources into build/ and never removes a file from there: a stale build/ would ship deleted modules.
-rm -rf "$ROOT/build" "$ROOT/packaging/rossmann-forecast/build"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+# From a copy of the sources both projects read: setuptools writes build/ and *.egg-info beside each project and
+# never removes a file from build/ (a stale one would ship a deleted module); the checkout stays as it is.
+SRC="$(mktemp -d)"
+trap 'rm -rf "$SRC"' EXIT
+tar -C "$ROOT" --exclude=__pycache__ --exclude='*.egg-info' --exclude=build \
+  -cf - pyproject.toml rossmann_jobs plugins dags packaging | tar -C "$SRC" -xf -
 PIP_DISABLE_PIP_VERSION_CHECK=1 "$PIP" wheel -q --no-build-isolation --no-deps --no-index -w "$OUT" \
-  "$ROOT" "$ROOT/packaging/rossmann-forecast"
-rm -rf "$ROOT/build" "$ROOT/packaging/rossmann-forecast/build"
+  "$SRC" "$SRC/packaging/rossmann-forecast"
