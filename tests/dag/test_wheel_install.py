@@ -98,12 +98,16 @@ def test_bootstrap_is_idempotent_and_says_what_it_did(installed):
         assert line in second
     assert "created" not in second and "updated" not in second
     assert SECRET not in first + second
+    moved = {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "spark://other:7077"}),
+             "ROSSMANN_SPARK_POOL_SLOTS": "3"}
+    changed = run([venv / "bin" / "rossmann-forecast", "bootstrap"], {**env, **moved}, work)
+    assert "pool rossmann_spark: 3 slot(s), updated" in changed
+    assert "connection spark_default (spark): updated from AIRFLOW_CONN_SPARK_DEFAULT" in changed
+    assert "connection aws_default (aws): unchanged" in changed
     # What it stored is what the components read, without the environment variables.
     stored = run([venv / "bin" / "python", "-m", "airflow", "connections", "get", "spark_default", "-o", "json"],
                  {key: value for key, value in env.items() if not key.startswith("AIRFLOW_CONN_")}, work)
-    assert last_json(stored)[0]["host"] == "spark://master:7077"
-    resized = run([venv / "bin" / "rossmann-forecast", "bootstrap"], {**env, "ROSSMANN_SPARK_POOL_SLOTS": "3"}, work)
-    assert "pool rossmann_spark: 3 slot(s), updated" in resized
+    assert last_json(stored)[0]["host"] == "spark://other:7077"
     # The Variables the bootstrap sets are the ones the DAG's templates read.
     dag_source = (REPO_ROOT / "dags" / "rossmann_forecast.py").read_text()
     assert "var.value.get('rossmann_jobs_root'" in dag_source and "var.value.get('rossmann_py_files'" in dag_source
