@@ -78,7 +78,12 @@ def ensure_connection(conn_id: str, environ: Mapping[str, str] = os.environ) -> 
             for name in CONNECTION_FIELDS:
                 setattr(existing, name, getattr(wanted, name))
             action = "updated"
-    return f"connection {conn_id} ({wanted.conn_type}): {action} from {env_name}"
+    from airflow.models.crypto import get_fernet
+
+    # Airflow stores passwords and extras in clear text without a Fernet key; say so rather than hide it.
+    clear = action != "unchanged" and (wanted.password or wanted.extra) and not get_fernet().is_encrypted
+    warning = " (stored unencrypted: [core] fernet_key is not set)" if clear else ""
+    return f"connection {conn_id} ({wanted.conn_type}): {action} from {env_name}{warning}"
 
 
 def ensure_variable(key: str, environ: Mapping[str, str] = os.environ) -> str:

@@ -91,15 +91,17 @@ def write_admin_password(stack: Stack) -> str:
 
 
 def airflow_init(stack: Stack, env: dict[str, str]) -> None:
-    """Create/upgrade the metadata database, the admin login, the Spark pool and the connections."""
+    """Create/upgrade the metadata database, the admin login and the Spark pool."""
     stack.airflow_home.mkdir(parents=True, exist_ok=True)
     write_admin_password(stack)
     subprocess.run([str(AIRFLOW_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True,
                    stdout=subprocess.DEVNULL)
-    # What a deployment's `rossmann-forecast bootstrap` does (plugins/rossmann/bootstrap.py): the Spark pool the
-    # DAG's spark-submit tasks share, and the connections of `env` stored in the metadata database too.
+    # A deployment's `rossmann-forecast bootstrap` (plugins/rossmann/bootstrap.py): here only the Spark pool the
+    # DAG's spark-submit tasks share. Without the AIRFLOW_CONN_* variables, so that it leaves the connections where
+    # the components read them, in their environment (`env`), and the stack's S3 keys out of the database.
+    bootstrap_env = {key: value for key, value in {**os.environ, **env}.items() if not key.startswith("AIRFLOW_CONN_")}
     subprocess.run([str(AIRFLOW_BIN / "python"), "-m", "rossmann.bootstrap"], check=True, stdout=subprocess.DEVNULL,
-                   env={**os.environ, **env, "PYTHONPATH": str(REPO / "plugins")})
+                   env={**bootstrap_env, "PYTHONPATH": str(REPO / "plugins")})
 
 
 def start_ui(stack: Stack, env: dict[str, str]) -> str:

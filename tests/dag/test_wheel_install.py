@@ -88,7 +88,7 @@ def test_bootstrap_is_idempotent_and_says_what_it_did(installed):
     second = run([venv / "bin" / "rossmann-forecast", "bootstrap"], env, work)
     assert "pool rossmann_spark: 2 slot(s), created" in first
     assert "connection spark_default (spark): created from AIRFLOW_CONN_SPARK_DEFAULT" in first
-    assert "connection aws_default (aws): created from AIRFLOW_CONN_AWS_DEFAULT" in first
+    assert "connection aws_default (aws): created from AIRFLOW_CONN_AWS_DEFAULT\n" in first   # encrypted
     assert "connection rossmann_alerts: AIRFLOW_CONN_ROSSMANN_ALERTS is not set" in first
     assert "variable rossmann_jobs_root = '/opt/rossmann-jobs': created" in first
     assert "variable rossmann_py_files: ROSSMANN_PY_FILES is not set" in first
@@ -98,12 +98,15 @@ def test_bootstrap_is_idempotent_and_says_what_it_did(installed):
         assert line in second
     assert "created" not in second and "updated" not in second
     assert SECRET not in first + second
-    moved = {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "spark://other:7077"}),
-             "ROSSMANN_SPARK_POOL_SLOTS": "3"}
-    changed = run([venv / "bin" / "rossmann-forecast", "bootstrap"], {**env, **moved}, work)
+    moved = {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "spark://other:7077",
+                                                       "extra": {"deploy-mode": "client"}}),
+             "ROSSMANN_SPARK_POOL_SLOTS": "3", "AIRFLOW__CORE__FERNET_KEY": ""}   # no key: Airflow stores clear text
+    without_aws = {key: value for key, value in env.items() if key != "AIRFLOW_CONN_AWS_DEFAULT"}
+    changed = run([venv / "bin" / "rossmann-forecast", "bootstrap"], {**without_aws, **moved}, work)
     assert "pool rossmann_spark: 3 slot(s), updated" in changed
-    assert "connection spark_default (spark): updated from AIRFLOW_CONN_SPARK_DEFAULT" in changed
-    assert "connection aws_default (aws): unchanged" in changed
+    assert "connection spark_default (spark): updated from AIRFLOW_CONN_SPARK_DEFAULT (stored unencrypted: [core] " \
+        "fernet_key is not set)" in changed
+    assert "connection aws_default: AIRFLOW_CONN_AWS_DEFAULT is not set, left as it is" in changed
     # What it stored is what the components read, without the environment variables.
     stored = run([venv / "bin" / "python", "-m", "airflow", "connections", "get", "spark_default", "-o", "json"],
                  {key: value for key, value in env.items() if not key.startswith("AIRFLOW_CONN_")}, work)
