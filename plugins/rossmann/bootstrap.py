@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import Mapping
 
@@ -106,10 +107,11 @@ def ensure_variable(key: str, environ: Mapping[str, str] = os.environ) -> str:
 
 def bootstrap(environ: Mapping[str, str] = os.environ) -> list[str]:
     """Every step, in order; returns the lines it printed."""
+    steps = [partial(ensure_spark_pool, environ),
+             *(partial(ensure_connection, conn_id, environ) for conn_id in connection_ids(environ)),
+             *(partial(ensure_variable, key, environ) for key in VARIABLES)]
     lines = []
-    for step in (lambda: ensure_spark_pool(environ),
-                 *(lambda conn_id=conn_id: ensure_connection(conn_id, environ) for conn_id in connection_ids(environ)),
-                 *(lambda key=key: ensure_variable(key, environ) for key in VARIABLES)):
+    for step in steps:   # printed as they happen: a failing step shows what was done before it
         lines.append(step())
         print(lines[-1], flush=True)
     config = json.dumps(bundle_config())
