@@ -19,8 +19,9 @@ ui: setup
 ui-stop:
 	bash scripts/airflow_ui.sh --stop
 
-dist:  ## zip of the job package for spark-submit --py-files on clusters without the package installed
-	mkdir -p dist && rm -f dist/rossmann_jobs.zip && zip -qr dist/rossmann_jobs.zip rossmann_jobs -x '*__pycache__*'
+dist:  ## the two wheels (rossmann-forecast: the Airflow side; rossmann-jobs) and the job package's zip for --py-files
+	mkdir -p dist && rm -f dist/rossmann_jobs.zip dist/*.whl && zip -qr dist/rossmann_jobs.zip rossmann_jobs -x '*__pycache__*'
+	bash scripts/build_wheels.sh dist
 
 clean:
 	rm -rf .venvs var dist build

@@ -24,13 +24,24 @@ def spark_pool_slots(environ: Mapping[str, str] = os.environ) -> int:
     return int(raw)
 
 
-def main() -> None:
-    """Create or resize the pool in the metadata database (the embedded stack's and compose's init run this)."""
+def ensure_spark_pool(environ: Mapping[str, str] = os.environ) -> str:
+    """Create or resize the pool in the metadata database; says what it did."""
     from airflow.models.pool import Pool
+    from airflow.utils.session import create_session
 
-    slots = spark_pool_slots()
-    Pool.create_or_update_pool(SPARK_POOL, slots, DESCRIPTION, include_deferred=False)
-    print(f"pool {SPARK_POOL}: {slots} slot(s)")
+    slots = spark_pool_slots(environ)
+    with create_session() as session:
+        existing = Pool.get_pool(SPARK_POOL, session=session)
+        before = None if existing is None else (existing.slots, existing.description, existing.include_deferred)
+        if before == (slots, DESCRIPTION, False):
+            return f"pool {SPARK_POOL}: {slots} slot(s), unchanged"
+        Pool.create_or_update_pool(SPARK_POOL, slots, DESCRIPTION, include_deferred=False, session=session)
+    return f"pool {SPARK_POOL}: {slots} slot(s), {'created' if before is None else 'updated'}"
+
+
+def main() -> None:
+    """The pool alone (compose's init runs this; `rossmann-forecast bootstrap` does it with the rest)."""
+    print(ensure_spark_pool())
 
 
 if __name__ == "__main__":

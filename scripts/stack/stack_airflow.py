@@ -99,9 +99,12 @@ def airflow_init(stack: Stack, env: dict[str, str]) -> None:
     write_admin_password(stack)
     subprocess.run([str(AIRFLOW_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True,
                    stdout=subprocess.DEVNULL)
-    # The Spark pool the DAG's spark-submit tasks share (plugins/rossmann/pools.py).
-    subprocess.run([str(AIRFLOW_BIN / "python"), "-m", "rossmann.pools"], check=True, stdout=subprocess.DEVNULL,
-                   env={**os.environ, **env, "PYTHONPATH": str(REPO / "plugins")})
+    # A deployment's `rossmann-forecast bootstrap` (plugins/rossmann/bootstrap.py): here only the Spark pool the
+    # DAG's spark-submit tasks share. Without the AIRFLOW_CONN_* variables, so that it leaves the connections where
+    # the components read them, in their environment (`env`), and the stack's S3 keys out of the database.
+    bootstrap_env = {key: value for key, value in {**os.environ, **env}.items() if not key.startswith("AIRFLOW_CONN_")}
+    subprocess.run([str(AIRFLOW_BIN / "python"), "-m", "rossmann.bootstrap"], check=True, stdout=subprocess.DEVNULL,
+                   env={**bootstrap_env, "PYTHONPATH": str(REPO / "plugins")})
 
 
 def start_ui(stack: Stack, env: dict[str, str]) -> str:

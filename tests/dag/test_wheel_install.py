@@ -1,0 +1,135 @@
+"""The Airflow side as a user installs it: both wheels built from the checkout, installed into a new venv without the
+checkout, the bootstrap run twice, and the DAGs parsed from a LocalDagBundle on the installed DAG files.
+
+The new venv gets its third-party packages (Airflow and the providers) by a path line in a .pth file naming the
+Airflow env's site-packages: a path line adds only that folder to sys.path and runs none of the .pth files in it,
+so the checkout's editable install (its import hook) and plugins/ stay out, and pip installs the wheels into the
+new venv alone (--ignore-installed: nothing in the shared env is uninstalled). A fresh install of Airflow would
+cost minutes of the suite; this module costs ~27 s of CPU in all (building, `airflow db migrate`, 7 CLI calls).
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from stack_helpers import DAG_ID, REPO_ROOT, TASKS
+
+DEADLINE_DAG_ID = "rossmann_forecast_deadline"
+SECRET = secrets.token_hex(8)   # made up at run time: no credential-looking literal in the repository
+
+
+def run(command: list, env: dict[str, str], cwd: Path) -> str:
+    result = subprocess.run([str(part) for part in command], env=env, cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, f"{command} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def last_json(output: str):
+    """The CLI's JSON output (its last line; warnings come before it)."""
+    return json.loads(output.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(venv, environment, work dir): the wheels installed into a venv whose sys.path holds no checkout folder."""
+    root = tmp_path_factory.mktemp("wheel-install")
+    wheels, venv, work = root / "wheels", root / "venv", root / "work"
+    work.mkdir()
+    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "build_wheels.sh"), str(wheels)], check=True,
+                   env={**os.environ, "PIP": str(Path(sys.executable).parent / "pip")})
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site_probe = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(subprocess.run([venv / "bin" / "python", "-c", site_probe], check=True, capture_output=True,
+                               text=True).stdout.strip())
+    (site / "airflow_base.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                    "--ignore-installed", *sorted(wheels.glob("*.whl"))], check=True)
+    # A user's environment, not this test process's (which points Airflow at the checkout's dags/ and plugins/).
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(root), "LANG": "C.UTF-8",
+           "AIRFLOW_HOME": str(root / "airflow-home"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__PLUGINS_FOLDER": str(root / "no-plugins")}
+    run([venv / "bin" / "python", "-m", "airflow", "db", "migrate"], env, work)   # as a deployment does first
+    return venv, env, work
+
+
+def test_installed_packages_come_from_the_wheels(installed):
+    venv, env, work = installed
+    probe = ("import json, sys, importlib.metadata as md, rossmann, rossmann_jobs\n"
+             "from packaging.requirements import Requirement\n"
+             "reqs = [Requirement(r) for r in md.requires('rossmann-forecast')]\n"
+             "print(json.dumps({'files': [rossmann.__file__, rossmann_jobs.__file__], 'path': sys.path,\n"
+             "  'versions': [md.version('rossmann-forecast'), md.version('rossmann-jobs')],\n"
+             "  'unmet': [str(r) for r in reqs if not r.specifier.contains(md.version(r.name))]}))")
+    report = last_json(run([venv / "bin" / "python", "-c", probe], env, work))
+    site = str(venv / "lib")
+    assert all(path.startswith(site) for path in report["files"]), report["files"]
+    venvs = str(REPO_ROOT / ".venvs")
+    checkout = [path for path in report["path"] if path.startswith(str(REPO_ROOT)) and not path.startswith(venvs)]
+    assert checkout == [], f"checkout folders on the installed venv's sys.path: {checkout}"
+    assert report["versions"][0] == report["versions"][1], "the two wheels share one version"
+    assert report["unmet"] == [], "rossmann-forecast's requirements are not met by the Airflow env"
+    # The jobs wheel's command (`python -m rossmann_jobs.synth`: land drops, score forecasts) is installed too.
+    assert "{generate,land,score}" in run([venv / "bin" / "rossmann-synth", "--help"], env, work)
+
+
+def test_bootstrap_is_idempotent_and_says_what_it_did(installed):
+    venv, env, work = installed
+    env = {**env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "spark://master:7077"}),
+           "AIRFLOW_CONN_AWS_DEFAULT": json.dumps({"conn_type": "aws", "login": "key", "password": SECRET}),
+           "ROSSMANN_SPARK_POOL_SLOTS": "2", "ROSSMANN_JOBS_ROOT": "/opt/rossmann-jobs"}
+    first = run([venv / "bin" / "rossmann-forecast", "bootstrap"], env, work)
+    second = run([venv / "bin" / "rossmann-forecast", "bootstrap"], env, work)
+    assert "pool rossmann_spark: 2 slot(s), created" in first
+    assert "connection spark_default (spark): created from AIRFLOW_CONN_SPARK_DEFAULT" in first
+    assert "connection aws_default (aws): created from AIRFLOW_CONN_AWS_DEFAULT\n" in first   # encrypted
+    assert "connection rossmann_alerts: AIRFLOW_CONN_ROSSMANN_ALERTS is not set" in first
+    assert "variable rossmann_jobs_root = '/opt/rossmann-jobs': created" in first
+    assert "variable rossmann_py_files: ROSSMANN_PY_FILES is not set" in first
+    for line in ("pool rossmann_spark: 2 slot(s), unchanged", "connection spark_default (spark): unchanged",
+                 "connection aws_default (aws): unchanged", "variable rossmann_jobs_root = '/opt/rossmann-jobs': "
+                 "unchanged"):
+        assert line in second
+    assert "created" not in second and "updated" not in second
+    assert SECRET not in first + second
+    moved = {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "spark://other:7077",
+                                                       "extra": {"deploy-mode": "client"}}),
+             "ROSSMANN_SPARK_POOL_SLOTS": "3", "AIRFLOW__CORE__FERNET_KEY": ""}   # no key: Airflow stores clear text
+    without_aws = {key: value for key, value in env.items() if key != "AIRFLOW_CONN_AWS_DEFAULT"}
+    changed = run([venv / "bin" / "rossmann-forecast", "bootstrap"], {**without_aws, **moved}, work)
+    assert "pool rossmann_spark: 3 slot(s), updated" in changed
+    assert "connection spark_default (spark): updated from AIRFLOW_CONN_SPARK_DEFAULT (stored unencrypted: [core] " \
+        "fernet_key is not set)" in changed
+    assert "connection aws_default: AIRFLOW_CONN_AWS_DEFAULT is not set, left as it is" in changed
+    # What it stored is what the components read, without the environment variables.
+    stored = run([venv / "bin" / "python", "-m", "airflow", "connections", "get", "spark_default", "-o", "json"],
+                 {key: value for key, value in env.items() if not key.startswith("AIRFLOW_CONN_")}, work)
+    assert last_json(stored)[0]["host"] == "spark://other:7077"
+    # The Variables the bootstrap sets are the ones the DAG's templates read.
+    dag_source = (REPO_ROOT / "dags" / "rossmann_forecast.py").read_text()
+    assert "var.value.get('rossmann_jobs_root'" in dag_source and "var.value.get('rossmann_py_files'" in dag_source
+
+
+def test_installed_wheel_parses_the_dags_from_a_bundle(installed):
+    venv, env, work = installed
+    bundle = last_json(run([venv / "bin" / "rossmann-forecast", "bundle-config"], env, work))
+    dags_folder = Path(bundle[0]["kwargs"]["path"])
+    assert dags_folder.is_relative_to(venv) and sorted(path.name for path in dags_folder.glob("*.py")) == [
+        f"{DAG_ID}.py", f"{DEADLINE_DAG_ID}.py"]
+    env = {**env, "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundle)}
+    airflow = [venv / "bin" / "python", "-m", "airflow"]
+    errors = last_json(run([*airflow, "dags", "list-import-errors", "--local", "-B", "rossmann", "-o", "json"],
+                           env, work))
+    assert errors == []
+    dags = last_json(run([*airflow, "dags", "list", "--local", "-B", "rossmann", "-o", "json",
+                          "--columns", "dag_id,fileloc"], env, work))
+    assert sorted(dag["dag_id"] for dag in dags) == [DAG_ID, DEADLINE_DAG_ID]
+    assert all(Path(dag["fileloc"]).parent == dags_folder for dag in dags)
+    tasks = run([*airflow, "tasks", "list", DAG_ID, "-B", "rossmann"], env, work).split()
+    assert sorted(task for task in tasks if task in TASKS) == sorted(TASKS)
