@@ -200,7 +200,8 @@ def rossmann_forecast():
 
         return scored_model(S3Hook(aws_conn_id="aws_default"), plan)
 
-    # One gate at a time across runs: the champion history's read-compare-write must not interleave.
+    # One gate at a time across runs (the record and pointer writes are compare-and-sets as well, for what this
+    # scheduler does not see: rossmann/outputs.py compare_and_set_json).
     @task(max_active_tis_per_dag=1)
     def quality_gate(plan: dict[str, str], metrics: dict, params=None, dag_run=None) -> dict:
         """Promote the new model (pinned copy) if it beats the baseline and is not worse than the champion as of the
