@@ -163,10 +163,13 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
         record_uri = champion_record_as_of(list_uris(hook, plan["champion_history"]), plan["as_of"])
         current = same_date if record_uri == plan["champion_record"] and same_date is not None else (
             None if record_uri is None else read_json(hook, record_uri))
-        champion = scored_champion(hook, plan, scores, current)
+        if same_date is not None and same_date.get("source_model_uri") == candidate:
+            champion = same_date   # this run promoted this model already (the gate re-run after its commit): kept
+        else:
+            champion = scored_champion(hook, plan, scores, current)
         decision = decide_promotion(scores, champion, tolerance, baseline_tolerance=baseline_tolerance,
                                     run_id=run_id, model_attempt_uri=candidate)
-        seen.update(current=current, champion=champion, decision=decision)
+        seen.update(current=current, champion=champion, decision=decision, same_date=same_date)
         if not decision["promoted"]:
             return None
         if same_date is not None and same_date.get("model_uri") != (champion or {}).get("model_uri"):
@@ -188,10 +191,13 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
     # The commit: one conditional PUT of the date's record, made only if the record is still the version decided
     # against (two runs for one date cannot both promote; the loser re-decides against the winner's record).
     promoted = compare_and_set_json(hook, plan["champion_record"], decide)
-    decision, champion, current = seen["decision"], seen["champion"], seen["current"]
+    decision, champion, current, same_date = (seen[key] for key in ("decision", "champion", "current", "same_date"))
+    # The pointer follows the date's record: this promotion's, or one whose pointer update was cut short (a crash
+    # between the two PUTs, then this re-run of the gate); nothing is written when it holds it or a later date's.
+    if promoted is not None or same_date is not None:
+        advance_pointer(hook, plan["champion"], promoted or same_date)
     if promoted is not None:
         champion = promoted
-        advance_pointer(hook, plan["champion"], promoted)
     elif champion is None and current is not None:
         # Train scored no champion, but a concurrent run (a backfill of an earlier date) promoted one as of this
         # date since: it was trained on data up to its own date <= this one, so it may forecast this date.
@@ -212,10 +218,17 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
 
 
 def advance_pointer(hook, uri: str, record: dict[str, Any]) -> bool:
-    """Point uri (`models/champion.json`, `forecast/latest.json`) at record unless it holds a later as-of date's:
-    compare-and-set, so a backfill that read the pointer before a newer date's run moved it never moves it back."""
-    return compare_and_set_json(hook, uri, lambda latest: record if replaces_latest(record["as_of"], latest)
-                                else None) is not None
+    """Point uri (`models/champion.json`, `forecast/latest.json`) at record unless it holds a later as-of date's;
+    returns whether it holds record now. A compare-and-set, so a backfill that read the pointer before a newer
+    date's run moved it never moves it back."""
+    holds = {}
+
+    def change(latest: dict[str, Any] | None) -> dict[str, Any] | None:
+        holds["now"] = latest == record or replaces_latest(record["as_of"], latest)
+        return record if holds["now"] and latest != record else None
+
+    compare_and_set_json(hook, uri, change)
+    return holds["now"]
 
 
 def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: str) -> tuple[dict[str, Any], bool]:

@@ -431,3 +431,19 @@ def test_compare_and_set_re_decides_on_what_the_winner_wrote():
 
     with pytest.raises(ConcurrentUpdateError, match="every one of 5 compare-and-set tries"):
         compare_and_set_json(hook, uri, keeps_losing)
+
+
+def test_a_gate_rerun_after_its_own_promotion_keeps_it_and_completes_the_pointer():
+    """The gate crashed between the record's PUT and the pointer's, and is retried: its own record is kept (not
+    refused as a champion it did not score, not written again) and the pointer catches up."""
+    hook = FakeS3Hook()
+    plan, metrics = trained(hook, "2015-07-31", "r1", scores(0.2, 0.5))
+    first = apply_quality_gate(hook, plan, metrics, 0.0, "r1")
+    record = hook.objects[("b", "models/champions/history/2015-07-31.json")]
+    del hook.objects[("b", "models/champion.json")]             # the crash: the pointer was never written
+    again = apply_quality_gate(hook, plan, metrics, 0.0, "r1")
+    assert not again["promoted"] and "already is the champion" in again["reason"]
+    assert again["champion_model_uri"] == first["champion_model_uri"] and again["forecast_model"] == "champion"
+    assert again["champion_model_sha256"] == first["champion_model_sha256"]
+    assert hook.objects[("b", "models/champions/history/2015-07-31.json")] == record   # untouched
+    assert hook.json("s3://b/models/champion.json") == json.loads(record)
