@@ -166,3 +166,24 @@ def test_the_embedded_s3_refuses_a_stale_conditional_put(empty_bucket):
     assert current == {"as_of": "2015-07-30"}
     assert read_json_versioned(empty_bucket, uri)[0] == {"as_of": "2015-07-31"}
     assert read_json_versioned(empty_bucket, f"s3://{B}/models/none.json") == (None, None)
+
+
+def test_of_simultaneous_first_writes_exactly_one_wins(empty_bucket):
+    """The server decides a conditional PUT's condition and write as one step (s3_server.py serialises writes), as
+    S3 does: of 8 runs creating the same record at once, one succeeds and 7 are told they lost."""
+    from rossmann.outputs import ConcurrentUpdateError, write_json_if
+
+    uri, start = f"s3://{B}/models/champions/history/2015-07-31.json", threading.Barrier(8)
+
+    def create(run):
+        start.wait(timeout=60)
+        try:
+            write_json_if(empty_bucket, uri, {"run_id": run}, None)
+            return "won"
+        except ConcurrentUpdateError:
+            return "lost"
+
+    outcome = race({f"r{n}": (lambda n=n: create(f"r{n}")) for n in range(8)})
+    assert sorted(outcome.values()) == ["lost"] * 7 + ["won"], outcome
+    winner = [run for run, result in outcome.items() if result == "won"]
+    assert json.loads(empty_bucket.read_key("models/champions/history/2015-07-31.json", B))["run_id"] == winner[0]
