@@ -64,6 +64,11 @@ from rossmann.pools import SPARK_POOL
 from rossmann.sensors import RawDropSensor
 from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator, jobs_aws_conn_id
 from rossmann.uris import forecast_pointer_uri
+from rossmann_jobs.features.drop_settings import (
+    ALLOW_UNVERIFIED_DROP,
+    DEFAULT_MAX_STALENESS_DAYS,
+    MAX_STALENESS_DAYS_LIMIT,
+)
 from rossmann_jobs.forecast.score_records import BIAS_ALERT_THRESHOLD
 from rossmann_jobs.output_layout import configured_bucket
 
@@ -118,6 +123,16 @@ PARAMS = {
                                   description="publish_scores alerts when the median forecast/actual ratio over the "
                                               "last 14 scored days is off 1 by more than this (0.05: outside "
                                               "0.95-1.05), or the model loses to the naive baseline there."),
+    "max_staleness_days": Param(DEFAULT_MAX_STALENESS_DAYS, type="integer", minimum=0,
+                                maximum=MAX_STALENESS_DAYS_LIMIT, title="Freshness tolerance (days)",
+                                description="How many days train.csv's latest row may lie before the as-of date "
+                                            "(late actuals). 0: the drop must hold the as-of date's own actuals; "
+                                            "prepare refuses a staler drop as a stale extract."),
+    "allow_unverified_drop": Param(ALLOW_UNVERIFIED_DROP, type="boolean", title="Allow unverified drops",
+                                   description="Prepare a drop closed by an empty _SUCCESS marker (no manifest of "
+                                               "sizes and SHA-256 to check the files against); the forecast report "
+                                               "then says the drop was not verified. Off: such a drop fails "
+                                               "prepare."),
     "raw_drop_timeout_s": Param(6 * 3600, type="integer", minimum=10, maximum=7 * 24 * 3600,
                                 title="Raw drop timeout (s)",
                                 description="How long the sensor waits for the day's _SUCCESS marker."),
@@ -200,7 +215,8 @@ def rossmann_forecast():
 
         return scored_model(S3Hook(aws_conn_id="aws_default"), plan)
 
-    # One gate at a time across runs: the champion history's read-compare-write must not interleave.
+    # One gate at a time across runs (the record and pointer writes are compare-and-sets as well, for what this
+    # scheduler does not see: rossmann/outputs.py compare_and_set_json).
     @task(max_active_tis_per_dag=1)
     def quality_gate(plan: dict[str, str], metrics: dict, params=None, dag_run=None) -> dict:
         """Promote the new model (pinned copy) if it beats the baseline and is not worse than the champion as of the
@@ -263,6 +279,8 @@ def rossmann_forecast():
         "--raw", plan["raw"], "--out", plan["features"], "--as-of", plan["as_of"],
         "--sample-rate", "{{ params.sample_rate }}", "--seed", "{{ params.seed }}",
         "--validation-window", "{{ params.validation_window }}",
+        "--max-staleness-days", "{{ params.max_staleness_days }}",
+        "{{ '--allow-unverified-drop' if params.allow_unverified_drop else '--no-allow-unverified-drop' }}",
     ], drop=plan["raw"])
     champion = find_champion(plan)
     train = spark_job("train_model", "train.py", [

@@ -6,12 +6,13 @@ spark-submit rossmann_jobs/predict.py --model URI --features URI --raw URI --out
 attempt prefix, or the gate's pinned champion copy of one (same layout: model/, metrics.json), under the storage
 root's models/ or runs/ and with the SHA-256 recorded for it (--model-sha256, else its train job's): the model is
 built by this code from artifact.json and its weights.npz, never deserialized (rossmann_jobs/model_files.py).
---features is a committed prepare job output, --raw the drop it was prepared from: submission.csv holds exactly
-one row per Id of its test.csv. The committed attempt under --out holds submission.csv, forecast_quantiles.csv (Id,
-Date, Store and P10/P50/P90, or the --quantiles levels: the forecast times exp of the validation window's
-log-residual quantiles of the row's lead week, forecast/quantiles.py), predictions/ (Parquet, partitioned by split;
-test rows with the naive seasonal baseline and its quantiles beside the model's forecast and quantiles) and
-report/index.html (one page, plots embedded). The layout: rossmann_jobs/output_layout.py.
+--features is a committed prepare job output, --raw the drop it was prepared from: submission.csv holds exactly one
+row per Id of its test.csv, whose SHA-256 must be the one prepare recorded (a drop landed again since is refused).
+The committed attempt under --out holds submission.csv, forecast_quantiles.csv (Id, Date, Store and P10/P50/P90, or
+the --quantiles levels: the forecast times exp of the validation window's log-residual quantiles of the row's lead
+week, forecast/quantiles.py), predictions/ (Parquet, partitioned by split; test rows with the naive seasonal
+baseline and its quantiles beside the model's forecast and quantiles) and report/index.html (one page, plots
+embedded). The layout: rossmann_jobs/output_layout.py.
 Inference is vectorized: each Python worker loads the model once and applies it to whole Arrow batches; nothing but
 small aggregates, the Id columns (checked there) and the submission's columns reach the driver.
 """
@@ -27,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
+from rossmann_jobs.features.drop_settings import UNVERIFIED_DROP_WARNING
 from rossmann_jobs.features.raw_schemas import TEST as RAW_TEST
 from rossmann_jobs.features.spec import (
     CATEGORICAL_COLS,
@@ -134,6 +136,33 @@ def read_raw_test_ids(spark: SparkSession, raw_uri: str) -> tuple[pd.DataFrame, 
     # Read as prepare reads it (text schema by position, header skipped): the Ids prepare saw, BOM or not.
     rows = read_text_csv(spark, uri, RAW_TEST)
     return rows.select(F.col("Id").alias("RawId"), F.expr("try_cast(trim(Id) AS INT)").alias("Id")).toPandas(), uri
+
+
+def check_raw_unchanged(raw_file_uri: str, metadata: dict, metadata_uri: str) -> None:
+    """The raw file predict read is the one prepare verified: its SHA-256 is the one metadata.json records
+    (input_checksums). A drop landed anew after prepare would otherwise be forecast from a plan the features were
+    not made from."""
+    name = raw_file_uri.rstrip("/").rsplit("/", 1)[-1]
+    recorded = (metadata.get("input_checksums") or {}).get(name)
+    if not recorded:
+        log.warning("%s records no SHA-256 of %s (features of an earlier prepare): the file is not checked",
+                    metadata_uri, name)
+        return
+    sha256, size = storage.sha256(raw_file_uri)
+    if sha256 != recorded["sha256"]:
+        raise ForecastInputError(
+            f"{raw_file_uri}: SHA-256 {sha256} ({size:,} bytes), but prepare verified and prepared the features from "
+            f"{name} with SHA-256 {recorded['sha256']} ({recorded.get('bytes', 0):,} bytes; {metadata_uri}): the "
+            "drop was landed again after prepare. Clear prepare_features and the tasks after it, so that the "
+            "features and the forecast come from one drop.")
+
+
+def drop_verification(metadata: dict) -> str:
+    """The report's line on the drop: verified against its manifest, or not (a drop closed by an empty marker)."""
+    if metadata.get("drop_verified"):
+        return "verified against its _SUCCESS manifest; test.csv checked against prepare's SHA-256"
+    return (f"NOT verified: {UNVERIFIED_DROP_WARNING} (the drop's _SUCCESS marker held none; allowed by the "
+            "allow_unverified_drop setting); test.csv checked against prepare's SHA-256")
 
 
 def read_history(spark: SparkSession, features_attempt: str) -> DataFrame:
@@ -309,6 +338,7 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
 
     with timed("read and check inputs, fit the baseline", timings):
         raw_ids, raw_test_uri = read_raw_test_ids(spark, raw_uri)
+        check_raw_unchanged(raw_test_uri, metadata, metadata_uri)   # after Spark read it: what was read is checked
         test, validation, counts = read_inputs(spark, features_attempt, sizes, mappings, as_of, raw_ids,
                                                raw_test_uri, levels)
     with timed("forecast and write predictions", timings):
@@ -348,13 +378,15 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
                        ("lead weeks pooled with neighbours (too few rows)",
                         ", ".join(f"{week}: weeks {span[0]}-{span[1]}"
                                   for week, span in quantile_summary["pooled_lead_weeks"].items()) or "none"),
+                       ("raw drop", drop_verification(metadata)),
                        ("features", features_attempt), ("model", model_attempt)]
         context = read_report_context(trained_model_uri, scores_uri, as_of, training_metrics, model_attempt)
         write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_PAGE), run_metrics,
                      model_info(artifact, training_metrics), validation_rmspe, context, gate_decision, levels)
 
     summary = {"rows": counts, "validation_exp_rmspe": validation_rmspe, "model": model_attempt,
-               "features": features_attempt, "raw": raw_uri, "as_of": as_of.isoformat(),
+               "features": features_attempt, "raw": raw_uri, "drop_verified": bool(metadata.get("drop_verified")),
+               "as_of": as_of.isoformat(),
                "horizon": metadata.get("test_window"), "baseline_column": BASELINE_COL,
                "remapped_vocabularies": sorted(mappings), "quantiles": quantile_summary, "timings_s": timings}
     manifest = storage.commit(out_uri, attempt, summary)

@@ -2,7 +2,7 @@
 
     spark-submit rossmann_jobs/prepare.py --raw URI --out URI --as-of YYYY-MM-DD [--sample-rate F] [--seed N]
         [--num-shards 16] [--max-reject-fraction 0.001] [--point-in-time {strict,seed}]
-        [--validation-window {recent,year-earlier}] [--max-staleness-days 0]
+        [--validation-window {recent,year-earlier}] [--max-staleness-days 0] [--no-allow-unverified-drop]
 
 Point in time, for --as-of D (see rossmann_jobs/features/split.py and point_in_time.py):
 - --point-in-time strict (default): no feature depends on a value dated after D in any file: googletrend weeks
@@ -32,7 +32,11 @@ stay under --max-reject-fraction of their file, else the job fails naming the fi
 rows. The lookup files and the plan are checked on their own before any join, and any problem in a plan
 (test.csv) row fails the job: every plan row must be forecast. The drop must be fresh (features/freshness.py):
 train.csv holds the actuals of D (--max-staleness-days) for every store that reports, and test.csv has no row
-dated <= D (a stale plan). Output is committed atomically (storage.commit).
+dated <= D (a stale plan). The files are checked against the drop's _SUCCESS manifest; a drop closed by an empty
+marker is prepared unverified (warned, recorded in metadata.json) unless --no-allow-unverified-drop refuses it.
+metadata.json records each raw file's SHA-256 (input_checksums): after the feature pass the files are digested
+again (a file landed anew while Spark read it fails the job), and predict checks test.csv against it. Output is
+committed atomically (storage.commit).
 """
 from __future__ import annotations
 
@@ -45,7 +49,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation, SparkSession
 
 from rossmann_jobs import storage
-from rossmann_jobs.features import accounting, encode, freshness, point_in_time, split
+from rossmann_jobs.features import accounting, drop_settings, encode, freshness, point_in_time, split
 from rossmann_jobs.features.drop_manifest import DROP_MARKER, mismatches, parse_manifest
 from rossmann_jobs.features.metadata import metadata_document
 from rossmann_jobs.features.pipeline import (
@@ -101,6 +105,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-staleness-days", type=int, default=freshness.DEFAULT_MAX_STALENESS_DAYS,
                         help="how many days train.csv's latest row may lie before --as-of (late actuals); "
                              "0: the drop must hold the actuals of the as-of date itself")
+    parser.add_argument("--allow-unverified-drop", action=argparse.BooleanOptionalAction,
+                        default=drop_settings.ALLOW_UNVERIFIED_DROP,
+                        help="prepare a drop whose _SUCCESS marker is empty (no manifest to verify the files "
+                             "against); --no-allow-unverified-drop refuses it")
     args = parser.parse_args(argv)
     if args.sample_rate is not None and not 0 < args.sample_rate <= 1:
         parser.error("--sample-rate must be in (0, 1]")
@@ -126,8 +134,10 @@ def inspect_raw_files(raw_uri: str) -> dict[str, dict[str, Any]]:
     return inspected
 
 
-def verify_drop(raw_uri: str, inspected: dict[str, dict[str, Any]]) -> bool:
-    """Each raw file against the drop's _SUCCESS manifest; False (logged) when the marker is empty or absent."""
+def verify_drop(raw_uri: str, inspected: dict[str, dict[str, Any]],
+                allow_unverified: bool = drop_settings.ALLOW_UNVERIFIED_DROP) -> bool:
+    """Each raw file against the drop's _SUCCESS manifest; False (logged) when the marker is empty or absent and
+    allow_unverified, else such a drop is refused."""
     marker_uri = storage.join(raw_uri, DROP_MARKER)
     marker = storage.read_bytes(marker_uri) if storage.exists(marker_uri) else b""
     try:
@@ -135,7 +145,12 @@ def verify_drop(raw_uri: str, inspected: dict[str, dict[str, Any]]) -> bool:
     except ValueError as error:
         raise RawInputError(str(error)) from None
     if manifest is None:
-        log.warning("%s is empty or absent: the raw files are not verified against a manifest", marker_uri)
+        if not allow_unverified:
+            raise RawInputError(f"{marker_uri} is empty or absent: {drop_settings.UNVERIFIED_DROP_WARNING}, and this "
+                                "deployment allows no unverified drop (--no-allow-unverified-drop, the DAG param "
+                                "allow_unverified_drop). Land the drop again closed by a manifest (rossmann_jobs."
+                                "features.drop_manifest.manifest_bytes), then clear the task.")
+        log.warning("%s is empty or absent: %s", marker_uri, drop_settings.UNVERIFIED_DROP_WARNING)
         return False
     problems = mismatches(manifest, inspected)
     if problems:
@@ -144,6 +159,21 @@ def verify_drop(raw_uri: str, inspected: dict[str, dict[str, Any]]) -> bool:
                             "Land the drop again, then clear the task.")
     log.info("all %d raw files match the drop's manifest %s", len(inspected), marker_uri)
     return True
+
+
+def check_unchanged(raw_uri: str, inspected: dict[str, dict[str, Any]]) -> None:
+    """Digest every raw file again after Spark read it: the features come from the files inspected (and verified),
+    not from a drop landed anew in between."""
+    changed = {}
+    for name, facts in inspected.items():
+        sha256, size = storage.sha256(storage.join(raw_uri, name))
+        if sha256 != facts["sha256"]:
+            changed[name] = (f"SHA-256 {facts['sha256']} ({facts['bytes']:,} bytes) when inspected, now {sha256} "
+                             f"({size:,} bytes)")
+    if changed:
+        raise RawInputError(f"{raw_uri}: {', '.join(changed)} changed while prepare read the drop ("
+                            f"{'; '.join(f'{name}: {what}' for name, what in changed.items())}): the drop was landed "
+                            "again. Clear the task once the new drop is complete.")
 
 
 def _inspect(uri: str, raw_file: RawFile) -> dict[str, Any]:
@@ -235,14 +265,15 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
                 max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION,
                 point_in_time_mode: str = point_in_time.DEFAULT_MODE,
                 validation_rule: str = split.DEFAULT_VALIDATION_RULE,
-                max_staleness_days: int = freshness.DEFAULT_MAX_STALENESS_DAYS) -> dict[str, Any]:
+                max_staleness_days: int = freshness.DEFAULT_MAX_STALENESS_DAYS,
+                allow_unverified_drop: bool = drop_settings.ALLOW_UNVERIFIED_DROP) -> dict[str, Any]:
     """Prepare features for as_of from the drop at raw, commit them at out; returns metadata.json's content."""
     point_in_time.lookup_cutoff(point_in_time_mode, as_of)   # refuses an unknown mode before any work
     split.check_validation_rule(validation_rule)             # ... and an unknown validation window
     timings: dict[str, float] = {}
     with timed("inspect raw files (presence, header, sha256, rows)", timings):
         inputs = inspect_raw_files(raw)
-        verified = verify_drop(raw, inputs)
+        verified = verify_drop(raw, inputs, allow_unverified_drop)
     input_rows = {name: facts["rows"] for name, facts in inputs.items()}
     log.info("input rows: %s", input_rows)
 
@@ -300,6 +331,8 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         with timed("write splits and rejected rows", timings):
             shards = write_outputs(encode.encode_features(classified, vocabularies), quarantine, attempt, num_shards,
                                    split_rows, timings)
+        with timed("digest the raw files again", timings):
+            check_unchanged(raw, inputs)
     finally:
         if features is not None:
             release(features)
@@ -312,7 +345,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         verified=verified, raw=raw, shards=shards, timings=timings,
         settings={"num_shards": num_shards, "sample_rate": sample_rate, "seed": seed,
                   "max_reject_fraction": max_reject_fraction, "validation_window": validation_rule,
-                  "max_staleness_days": max_staleness_days})
+                  "max_staleness_days": max_staleness_days, "allow_unverified_drop": allow_unverified_drop})
     storage.write_json(storage.join(attempt, METADATA_FILE), metadata)
     storage.commit(out, attempt, {"as_of": metadata["as_of"], "row_counts": split_rows})
     log.info("committed %s: %s", attempt, split_rows)
@@ -361,7 +394,7 @@ def check_lookups_and_plan(lookup_frames: dict[str, DataFrame], plan: DataFrame,
 def run(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
     return run_prepare(spark, args.raw, args.out, args.as_of, args.sample_rate, args.seed, args.num_shards,
                        args.max_reject_fraction, args.point_in_time, args.validation_window,
-                       args.max_staleness_days)
+                       args.max_staleness_days, args.allow_unverified_drop)
 
 
 def main(argv: list[str] | None = None) -> int:

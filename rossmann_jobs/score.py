@@ -8,7 +8,9 @@ spark-submit rossmann_jobs/score.py --raw URI --as-of D --forecasts URI --out UR
 week and per store exp-RMSPE, median forecast/actual ratio, P10-P90 interval coverage and weighted quantile loss of
 the model and the baseline, with row counts; status "pending" while no actual is known), then summary.json (the
 latest record per forecast, and the "recent" check: every row of this run's forecasts dated in the last 14 days up to
-D) and report/index.html. Re-running with the same inputs rewrites the same bytes. Scoring rules:
+D) and report/index.html. Re-running with the same inputs rewrites the same bytes. train.csv must match the
+SHA-256 the drop's _SUCCESS manifest lists (checked after it is read; a drop closed by an empty marker is scored
+unverified, with a warning). Scoring rules:
 rossmann_jobs/forecast/scoring.py.
 """
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
+from rossmann_jobs.features.drop_manifest import DROP_MARKER, parse_manifest
+from rossmann_jobs.features.drop_settings import UNVERIFIED_DROP_WARNING
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import parse_columns, read_text_csv
 from rossmann_jobs.forecast import score_records, score_report, scoring
@@ -69,6 +73,27 @@ def read_actuals(spark: SparkSession, raw_uri: str, after: date, through: date) 
     return scoring.actual_sales(parse_columns(read_text_csv(spark, uri, TRAIN), TRAIN), after, through)
 
 
+def check_drop_unchanged(raw_uri: str, name: str = TRAIN.name) -> bool:
+    """The raw file scored against is the one the drop's _SUCCESS manifest lists (its SHA-256), checked after Spark
+    read it: True when verified, False (warned) for a drop closed by an empty marker (nothing to check against)."""
+    marker_uri = storage.join(raw_uri, DROP_MARKER)
+    marker = storage.read_bytes(marker_uri) if storage.exists(marker_uri) else b""
+    try:
+        listed = (parse_manifest(marker, marker_uri) or {}).get(name)
+    except ValueError as error:
+        raise ScoringInputError(str(error)) from None
+    if listed is None:
+        log.warning("%s lists no %s: %s", marker_uri, name, UNVERIFIED_DROP_WARNING)
+        return False
+    uri = storage.join(raw_uri, name)
+    sha256, size = storage.sha256(uri)
+    if sha256 != listed["sha256"]:
+        raise ScoringInputError(f"{uri}: SHA-256 {sha256} ({size:,} bytes), but the drop's manifest {marker_uri} "
+                                f"lists {listed['sha256']} ({listed['bytes']:,} bytes): the file changed after the "
+                                "drop closed (landed again?). Land the drop again, then clear score_forecasts.")
+    return True
+
+
 def collect_by_key(df: DataFrame, renames: dict[str, str] | None = None) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for row in df.collect():
@@ -110,6 +135,7 @@ def run_score(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_u
                 RECENT_WINDOW_DAYS)
         finally:
             scored.unpersist()
+        check_drop_unchanged(raw_uri)   # after Spark read the actuals: what was scored against is checked
 
     entries = {}
     for forecast in forecasts:

@@ -126,6 +126,22 @@ def read_bytes(uri: str) -> bytes:
     return with_retries("read", uri, read)
 
 
+def sha256(uri: str) -> tuple[str, int]:
+    """SHA-256 (hex) and size of one file, streamed."""
+    import hashlib
+
+    filesys, path = filesystem(uri)
+
+    def digest() -> tuple[str, int]:
+        hasher, size = hashlib.sha256(), 0
+        with filesys.open_input_stream(path) as stream:
+            while chunk := stream.read(1 << 20):
+                hasher.update(chunk)
+                size += len(chunk)
+        return hasher.hexdigest(), size
+    return with_retries("read", uri, digest)
+
+
 def write_bytes(uri: str, data: bytes) -> None:
     """Write one object. On S3 a single PUT is atomic (so retrying it is safe); locally a temp file is renamed."""
     filesys, path = filesystem(uri)

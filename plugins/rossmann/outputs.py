@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from rossmann_jobs import commit_protocol as protocol
 from rossmann_jobs.commit_protocol import OutputNotCommittedError  # noqa: F401  (raised by read_manifest)
@@ -29,6 +29,67 @@ def write_json(hook, uri: str, obj: Any) -> None:
     """One PUT: on S3 readers see the old object or the new one, never a partial one."""
     bucket, key = s3_bucket_key(uri)
     hook.load_string(json.dumps(obj, indent=2, sort_keys=True), key, bucket, replace=True)
+
+
+class ConcurrentUpdateError(RuntimeError):
+    """A compare-and-set lost: the object changed (or appeared) after it was read, and kept changing on re-reads."""
+
+
+# S3's answers to a conditional PUT whose condition no longer holds: 412 (the ETag or absence changed), 409 (another
+# conditional write of the key is in flight), 404 (If-Match on an object deleted since).
+_LOST_CONDITION = {"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409", "404"}
+COMPARE_AND_SET_TRIES = 5
+
+
+def _error_code(exc: Exception) -> str | None:
+    response = getattr(exc, "response", None) or {}
+    return str(response.get("Error", {}).get("Code") or response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+
+
+def read_json_versioned(hook, uri: str) -> tuple[Any, str | None]:
+    """The object's JSON and its ETag from one GET (so the two belong together); (None, None) when absent."""
+    bucket, key = s3_bucket_key(uri)
+    try:
+        response = hook.get_conn().get_object(Bucket=bucket, Key=key)
+    except Exception as exc:
+        if _error_code(exc) in ("NoSuchKey", "404"):
+            return None, None
+        raise
+    return json.loads(response["Body"].read()), response["ETag"]
+
+
+def write_json_if(hook, uri: str, obj: Any, etag: str | None) -> None:
+    """One conditional PUT: written only if the object still has `etag` (If-Match) or, with None, still does not
+    exist (If-None-Match: *); raises ConcurrentUpdateError otherwise. S3 decides the condition and the write as one
+    step, so of two writers that read the same version exactly one succeeds."""
+    bucket, key = s3_bucket_key(uri)
+    condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+    try:
+        hook.get_conn().put_object(Bucket=bucket, Key=key, Body=json.dumps(obj, indent=2, sort_keys=True).encode(),
+                                   ContentType="application/json", **getattr(hook, "extra_args", {}), **condition)
+    except Exception as exc:
+        if _error_code(exc) in _LOST_CONDITION:
+            raise ConcurrentUpdateError(f"{uri} changed since it was read ({_error_code(exc)} on a PUT "
+                                        f"{'If-Match ' + etag if etag else 'If-None-Match *'})") from exc
+        raise
+
+
+def compare_and_set_json(hook, uri: str, change: Callable[[Any], Any]) -> Any:
+    """Replace the JSON object at uri by change(current) (current: None when absent; change returns None to leave
+    it), written only if nobody wrote it since it was read; a loser re-reads and calls change again on what the
+    winner wrote, so every decision is made against the object it replaces. Returns what was written, or None."""
+    for _ in range(COMPARE_AND_SET_TRIES):
+        current, etag = read_json_versioned(hook, uri)
+        new = change(current)
+        if new is None:
+            return None
+        try:
+            write_json_if(hook, uri, new, etag)
+            return new
+        except ConcurrentUpdateError:
+            continue
+    raise ConcurrentUpdateError(f"{uri} changed under every one of {COMPARE_AND_SET_TRIES} compare-and-set tries: "
+                                "other writers keep replacing it; retry the task")
 
 
 def list_uris(hook, prefix_uri: str) -> list[str]:

@@ -10,6 +10,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
 from rossmann.outputs import (
     committed_attempt_uri,
+    compare_and_set_json,
     copy_files,
     exists,
     list_uris,
@@ -138,9 +139,10 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
 
     A promoted model is pinned: its committed attempt is copied under `models/champions/` and the history record
     `models/champions/history/<as_of>.json` names the copy, so re-running the champion's run (which re-commits its
-    model output) never changes the champion's weights under the same record. Writing the record (one PUT) is the
-    commit; a crash before it leaves only an unreferenced copy. `models/champion.json` then follows the record
-    unless it points at a later as-of date's champion (a backfill never replaces it).
+    model output) never changes the champion's weights under the same record. Writing the record (one conditional
+    PUT: a compare-and-set against the version decided on) is the commit; a crash before it, or a lost race, leaves
+    only an unreferenced copy. `models/champion.json` then follows the record unless it points at a later as-of
+    date's champion (a backfill never replaces it).
     """
     manifest = read_manifest(hook, plan["model"])
     candidate = f"{plan['model']}/{manifest['attempt']}"
@@ -152,20 +154,50 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
         raise ValueError(f"{metrics['metrics_uri']} has no gate_scores (challenger, champion and baseline on the same "
                          "validation rows): it was written by an older train job. Clear train_model and the tasks "
                          "after it.")
-    current = champion_as_of(hook, plan)
-    champion = scored_champion(hook, plan, scores, current)
-    decision = decide_promotion(scores, champion, tolerance, baseline_tolerance=baseline_tolerance, run_id=run_id,
-                                model_attempt_uri=candidate)
-    if decision["promoted"]:
-        pinned = pinned_model_uri(plan["champion_models"], candidate)
-        digests = pin_model(hook, candidate, pinned, manifest)
-        champion = {"model_uri": pinned, "source_model_uri": candidate, DIGESTS_KEY: digests,
-                    "val_exp_rmspe": metrics["best_val_exp_rmspe"], "gate_scores": scores,
-                    "features_uri": plan["features"], "run_id": run_id, "as_of": plan["as_of"],
-                    "promoted_at": datetime.now(timezone.utc).isoformat()}
-        write_json(hook, plan["champion_record"], champion)
-        if replaces_latest(plan["as_of"], read_pointer(hook, plan["champion"])):
-            write_json(hook, plan["champion"], champion)
+    pinned = pinned_model_uri(plan["champion_models"], candidate)
+    seen: dict[str, Any] = {}
+
+    def decide(same_date: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The record to write for the run's date, decided against `same_date` (the version of that date's record
+        the conditional PUT replaces; None: none yet); None when nothing is promoted."""
+        record_uri = champion_record_as_of(list_uris(hook, plan["champion_history"]), plan["as_of"])
+        current = same_date if record_uri == plan["champion_record"] and same_date is not None else (
+            None if record_uri is None else read_json(hook, record_uri))
+        if same_date is not None and same_date.get("source_model_uri") == candidate:
+            champion = same_date   # this run promoted this model already (the gate re-run after its commit): kept
+        else:
+            champion = scored_champion(hook, plan, scores, current)
+        decision = decide_promotion(scores, champion, tolerance, baseline_tolerance=baseline_tolerance,
+                                    run_id=run_id, model_attempt_uri=candidate)
+        seen.update(current=current, champion=champion, decision=decision, same_date=same_date)
+        if not decision["promoted"]:
+            return None
+        if same_date is not None and same_date.get("model_uri") != (champion or {}).get("model_uri"):
+            # Another run promoted a champion for this date after this run's find_champion: this model was never
+            # compared with it, so it must not replace it.
+            raise ScoredChampionError(
+                f"{plan['champion_record']} names {same_date.get('model_uri')} (run {same_date.get('run_id')}, "
+                f"promoted at {same_date.get('promoted_at')}), a champion for {plan['as_of']} that this run's train "
+                f"job did not score (it scored {(champion or {}).get('model_uri') or 'no champion'}): a concurrent "
+                f"run for the same date promoted it. Not replaced: clear find_champion and the tasks after it, so "
+                "that train_model scores it on the same rows.")
+        if "digests" not in seen:   # pinned once: a lost compare-and-set re-decides, it does not re-copy
+            seen["digests"] = pin_model(hook, candidate, pinned, manifest)
+        return {"model_uri": pinned, "source_model_uri": candidate, DIGESTS_KEY: seen["digests"],
+                "val_exp_rmspe": metrics["best_val_exp_rmspe"], "gate_scores": scores,
+                "features_uri": plan["features"], "run_id": run_id, "as_of": plan["as_of"],
+                "promoted_at": datetime.now(timezone.utc).isoformat()}
+
+    # The commit: one conditional PUT of the date's record, made only if the record is still the version decided
+    # against (two runs for one date cannot both promote; the loser re-decides against the winner's record).
+    promoted = compare_and_set_json(hook, plan["champion_record"], decide)
+    decision, champion, current, same_date = (seen[key] for key in ("decision", "champion", "current", "same_date"))
+    # The pointer follows the date's record: this promotion's, or one whose pointer update was cut short (a crash
+    # between the two PUTs, then this re-run of the gate); nothing is written when it holds it or a later date's.
+    if promoted is not None or same_date is not None:
+        advance_pointer(hook, plan["champion"], promoted or same_date)
+    if promoted is not None:
+        champion = promoted
     elif champion is None and current is not None:
         # Train scored no champion, but a concurrent run (a backfill of an earlier date) promoted one as of this
         # date since: it was trained on data up to its own date <= this one, so it may forecast this date.
@@ -183,6 +215,20 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
             "champion_model_sha256": record_digests(champion),
             "champion_run_id": champion["run_id"], "champion_as_of": champion["as_of"],
             "forecast_model": "challenger" if decision["promoted"] else "champion"}
+
+
+def advance_pointer(hook, uri: str, record: dict[str, Any]) -> bool:
+    """Point uri (`models/champion.json`, `forecast/latest.json`) at record unless it holds a later as-of date's;
+    returns whether it holds record now. A compare-and-set, so a backfill that read the pointer before a newer
+    date's run moved it never moves it back."""
+    holds = {}
+
+    def change(latest: dict[str, Any] | None) -> dict[str, Any] | None:
+        holds["now"] = latest == record or replaces_latest(record["as_of"], latest)
+        return record if holds["now"] and latest != record else None
+
+    compare_and_set_json(hook, uri, change)
+    return holds["now"]
 
 
 def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: str) -> tuple[dict[str, Any], bool]:
@@ -214,11 +260,10 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     # replaces the run's own record).
     write_json(hook, plan["forecast_record"], forecast_registry_record(forecast, summary))
     forecast["record_uri"] = plan["forecast_record"]
-    current = read_pointer(hook, plan["forecast_pointer"])
-    if not replaces_latest(plan["as_of"], current):
+    if not advance_pointer(hook, plan["forecast_pointer"], forecast):
+        current = read_pointer(hook, plan["forecast_pointer"]) or {}
         log.warning("forecast for as-of %s committed at %s; %s keeps the newer as-of %s forecast (run %s)",
-                    plan["as_of"], forecast["submission_uri"], plan["forecast_pointer"], current["as_of"],
-                    current["run_id"])
+                    plan["as_of"], forecast["submission_uri"], plan["forecast_pointer"], current.get("as_of"),
+                    current.get("run_id"))
         return forecast, False
-    write_json(hook, plan["forecast_pointer"], forecast)
     return forecast, True

@@ -21,13 +21,13 @@ from typing import Any, Mapping, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from rossmann_jobs.features.drop_settings import DEFAULT_MAX_STALENESS_DAYS  # noqa: F401  (prepare's default)
 from rossmann_jobs.features.split import SOURCE
 from rossmann_jobs.features.validate import EXAMPLES_PER_PROBLEM, RawInputError, acceptable
 
 log = logging.getLogger("rossmann.prepare")
 
 REPORTING_DAYS = 7
-DEFAULT_MAX_STALENESS_DAYS = 0
 LAST_TRAIN, TRAIN_AFTER, FIRST_PLAN, PLAN_NOT_AFTER = "last_train", "train_after", "first_plan", "plan_not_after"
 
 

@@ -49,6 +49,7 @@ def metadata_document(*, vocabularies: dict[str, list], sales_groups: list[Mappi
         "seed": settings["seed"],
         "max_reject_fraction": settings["max_reject_fraction"],
         "max_staleness_days": settings.get("max_staleness_days"),
+        "allow_unverified_drop": settings.get("allow_unverified_drop"),
         "rejected_format": REJECTED_FORMAT,
         "created_at": datetime.now(timezone.utc).isoformat(),
         "timings_s": dict(timings),

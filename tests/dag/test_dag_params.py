@@ -42,6 +42,11 @@ BAD_CONFS = [
     ({"hidden_units": 500}, "hidden_units"),
     ({"as_of": "31.07.2015"}, "as_of"),
     ({"as_of": "2015-02-30"}, "as_of"),
+    ({"max_staleness_days": -1}, "max_staleness_days"),
+    ({"max_staleness_days": 1.5}, "max_staleness_days"),
+    ({"max_staleness_days": "3"}, "max_staleness_days"),
+    ({"max_staleness_days": 400}, "max_staleness_days"),
+    ({"allow_unverified_drop": "no"}, "allow_unverified_drop"),
 ]
 
 
@@ -67,3 +72,27 @@ def test_a_good_conf_overrides_only_what_it_names(serialized_dag):
     assert (params["epochs"], params["sample_rate"], params["as_of"]) == (3, 0.25, "2015-06-30")
     assert {k: v for k, v in params.items() if k not in ("epochs", "sample_rate", "as_of")} == {
         k: v for k, v in defaults.items() if k not in ("epochs", "sample_rate", "as_of")}
+
+
+def test_the_drop_contract_params_reach_prepare_with_the_jobs_defaults(serialized_dag):
+    """max_staleness_days and allow_unverified_drop default to prepare's own defaults (one definition,
+    rossmann_jobs/features/drop_settings.py) and render into the prepare task's arguments."""
+    from jinja2 import Environment
+
+    from rossmann_jobs.features import drop_settings
+
+    defaults = validate_conf(serialized_dag, {})
+    assert (defaults["max_staleness_days"], defaults["allow_unverified_drop"]) == (
+        drop_settings.DEFAULT_MAX_STALENESS_DAYS, drop_settings.ALLOW_UNVERIFIED_DROP)
+    from airflow.dag_processing.dagbag import DagBag
+
+    args = DagBag(dag_folder=str(REPO_ROOT / "dags")).dags[DAG_ID].get_task("prepare_features").application_args
+    flag = args.index("--max-staleness-days")
+    environment = Environment()   # the spark-submit arguments render as text
+    for conf, staleness, unverified in (({}, "0", "--allow-unverified-drop"),
+                                        ({"max_staleness_days": 2, "allow_unverified_drop": False}, "2",
+                                         "--no-allow-unverified-drop")):
+        params = validate_conf(serialized_dag, conf)
+        rendered = [environment.from_string(arg).render(params=params) if isinstance(arg, str) else arg
+                    for arg in args[flag:flag + 3]]
+        assert rendered == ["--max-staleness-days", staleness, unverified], conf

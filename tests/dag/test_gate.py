@@ -1,6 +1,7 @@
 """The quality gate: champion as of a date (history), the rule on same-row scores, and its S3 shell on a fake hook."""
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
@@ -9,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
+from botocore.exceptions import ClientError
 
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
 from rossmann.steps import NoModelError, apply_quality_gate, find_champion
@@ -180,22 +182,49 @@ class FakeS3Hook:
     def json(self, uri: str):
         return json.loads(self.objects[self._split(uri)])
 
+    def get_conn(self):
+        return FakeS3Client(self.objects)
+
+
+class FakeS3Client:
+    """The boto3 client calls of outputs.py's compare-and-set: GET with the ETag, PUT with If-Match/If-None-Match."""
+
+    def __init__(self, objects: dict):
+        self.objects = objects
+
+    @staticmethod
+    def etag(data) -> str:
+        return '"%s"' % hashlib.md5(data if isinstance(data, bytes) else data.encode()).hexdigest()
+
+    def get_object(self, Bucket, Key):   # noqa: N803 (boto3's names)
+        if (Bucket, Key) not in self.objects:
+            raise ClientError({"Error": {"Code": "NoSuchKey"}}, "GetObject")
+        data = self.objects[(Bucket, Key)]
+        return {"Body": io.BytesIO(data if isinstance(data, bytes) else data.encode()), "ETag": self.etag(data)}
+
+    def put_object(self, Bucket, Key, Body, IfMatch=None, IfNoneMatch=None, **_):   # noqa: N803
+        existing = self.objects.get((Bucket, Key))
+        if (IfNoneMatch == "*" and existing is not None) or (
+                IfMatch is not None and (existing is None or self.etag(existing) != IfMatch)):
+            raise ClientError({"Error": {"Code": "PreconditionFailed"}}, "PutObject")
+        self.objects[(Bucket, Key)] = Body.decode()
+
 
 def model_files(run_id: str) -> dict[str, bytes]:
     return {"model/artifact.json": f'{{"run": "{run_id}"}}'.encode(), "model/weights.npz": f"weights {run_id}".encode()}
 
 
-def trained(hook: FakeS3Hook, as_of: str, run_id: str, gate_scores: dict) -> tuple[dict, dict]:
+def trained(hook: FakeS3Hook, as_of: str, run_id: str, gate_scores: dict, bucket: str = "b") -> tuple[dict, dict]:
     """A committed model output of one run, and read_train_metrics' XCom for it."""
-    plan = plan_run_uris("b", date.fromisoformat(as_of), run_id)
+    plan = plan_run_uris(bucket, date.fromisoformat(as_of), run_id)
     attempt = f"{plan['model']}/attempts/a-{run_id}"
     contents = {**model_files(run_id), "metrics.json": b"{}"}
     for name, content in contents.items():
-        hook.load_bytes(content, *reversed(hook._split(f"{attempt}/{name}")))
+        hook.load_bytes(content, *reversed(FakeS3Hook._split(f"{attempt}/{name}")))
     files = [f"{attempt}/{name}" for name in contents]
     digests = {name: sha256_hex(content) for name, content in contents.items() if name.startswith("model/")}
     hook.load_string(json.dumps(manifest_document(plan["model"], attempt, files, {"model_sha256": digests})),
-                     *reversed(hook._split(manifest_uri(plan["model"]))))
+                     *reversed(FakeS3Hook._split(manifest_uri(plan["model"]))))
     metrics = {"model_attempt_uri": attempt, "metrics_uri": f"{attempt}/metrics.json",
                "best_val_exp_rmspe": gate_scores["challenger"], "gate_scores": gate_scores}
     return plan, metrics
@@ -361,3 +390,60 @@ def test_a_champion_recorded_before_digests_is_handed_on_without_any():
     found = find_champion(hook, plan_run_uris("b", date(2015, 7, 31), "r1"), warm_start=True)
     # The train job then refuses to load it (the model is in the old format too): not scored, no warm start.
     assert found["champion_model_uri"] and found["champion_model_sha256"] == ""
+
+
+def test_a_run_never_replaces_a_same_date_champion_its_train_job_did_not_score():
+    """Two runs for one date: both found no champion and trained. The second gate finds the first one's record for
+    the date: its model was never compared with it, so it stops clearly (before: it replaced the record)."""
+    hook = FakeS3Hook()
+    setups = {run: trained(hook, "2015-07-31", run, scores(challenger, 0.5)) for run, challenger in
+              (("r1", 0.20), ("r2", 0.10))}
+    assert apply_quality_gate(hook, *setups["r1"], 0.0, "r1")["promoted"]
+    with pytest.raises(ScoredChampionError, match=r"names s3://b/models/champions/2015-07-31/r1/a-r1 \(run r1.*"
+                                                  r"did not score \(it scored no champion\)"):
+        apply_quality_gate(hook, *setups["r2"], 0.0, "r2")
+    assert hook.json(f"{HISTORY}/2015-07-31.json")["run_id"] == hook.json("s3://b/models/champion.json")["run_id"] \
+        == "r1"
+    assert not [key for _b, key in hook.objects if key.startswith("models/champions/2015-07-31/r2/")]  # not pinned
+    # A run that lost to the baseline does not need the comparison: the date's champion forecasts for it.
+    plan, metrics = trained(hook, "2015-07-31", "r3", scores(0.7, 0.5))
+    assert apply_quality_gate(hook, plan, metrics, 0.0, "r3")["champion_run_id"] == "r1"
+
+
+def test_compare_and_set_re_decides_on_what_the_winner_wrote():
+    from rossmann.outputs import ConcurrentUpdateError, compare_and_set_json
+
+    hook, uri, seen = FakeS3Hook(), "s3://b/models/champion.json", []
+
+    def change(current):
+        seen.append(current)
+        if len(seen) == 1:   # another writer lands between this read and this write
+            hook.load_string(json.dumps({"as_of": "2015-07-31"}), "models/champion.json", "b")
+        return {"as_of": "2015-07-30"} if current is None or current["as_of"] <= "2015-07-30" else None
+
+    assert compare_and_set_json(hook, uri, change) is None
+    assert seen == [None, {"as_of": "2015-07-31"}] and hook.json(uri) == {"as_of": "2015-07-31"}
+
+    def keeps_losing(current):
+        hook.load_string(json.dumps({"n": len(seen)}), "models/champion.json", "b")
+        seen.append(current)
+        return {"as_of": "2015-08-01"}
+
+    with pytest.raises(ConcurrentUpdateError, match="every one of 5 compare-and-set tries"):
+        compare_and_set_json(hook, uri, keeps_losing)
+
+
+def test_a_gate_rerun_after_its_own_promotion_keeps_it_and_completes_the_pointer():
+    """The gate crashed between the record's PUT and the pointer's, and is retried: its own record is kept (not
+    refused as a champion it did not score, not written again) and the pointer catches up."""
+    hook = FakeS3Hook()
+    plan, metrics = trained(hook, "2015-07-31", "r1", scores(0.2, 0.5))
+    first = apply_quality_gate(hook, plan, metrics, 0.0, "r1")
+    record = hook.objects[("b", "models/champions/history/2015-07-31.json")]
+    del hook.objects[("b", "models/champion.json")]             # the crash: the pointer was never written
+    again = apply_quality_gate(hook, plan, metrics, 0.0, "r1")
+    assert not again["promoted"] and "already is the champion" in again["reason"]
+    assert again["champion_model_uri"] == first["champion_model_uri"] and again["forecast_model"] == "champion"
+    assert again["champion_model_sha256"] == first["champion_model_sha256"]
+    assert hook.objects[("b", "models/champions/history/2015-07-31.json")] == record   # untouched
+    assert hook.json("s3://b/models/champion.json") == json.loads(record)

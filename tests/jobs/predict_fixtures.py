@@ -102,9 +102,10 @@ def write_parquet_parts(frame: pd.DataFrame, uri: str, parts: int = 2, schema: p
 
 
 def write_features(out_uri: str, test: pd.DataFrame, validation: pd.DataFrame,
-                   vocabs: dict[str, list] | None = None, train: pd.DataFrame | None = None) -> FeaturesFixture:
+                   vocabs: dict[str, list] | None = None, train: pd.DataFrame | None = None,
+                   input_checksums: dict | None = None) -> FeaturesFixture:
     """Commit train/validation/test Parquet + metadata.json under out_uri as the prepare job would (train: none by
-    default)."""
+    default; input_checksums: the raw files' {name: {sha256, bytes}}, none by default)."""
     vocabs = vocabs or vocabularies()
     attempt = storage.new_attempt_uri(out_uri)
     write_parquet_parts(test, storage.join(attempt, TEST_DIR))
@@ -119,7 +120,7 @@ def write_features(out_uri: str, test: pd.DataFrame, validation: pd.DataFrame,
         "as_of": str(TEST_START - timedelta(days=1)),
         "validation_window": {"start": str(validation["Date"].min()), "end": str(validation["Date"].max())},
         "test_window": {"start": str(test["Date"].min()), "end": str(test["Date"].max())},
-        "input_checksums": {}, "num_shards": 2,
+        "input_checksums": input_checksums or {}, "num_shards": 2,
     }
     storage.write_json(storage.join(attempt, METADATA_FILE), metadata)
     storage.commit(out_uri, attempt, {"rows": metadata["row_counts"]})

@@ -7,6 +7,7 @@ import html.parser
 import io
 import math
 import os
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -235,6 +236,9 @@ def test_report_is_one_self_contained_page(job):
     assert f"{job.manifest['summary']['validation_exp_rmspe']:.4f}" in text
     assert "promoted: beats the naive baseline" in text and "none as of the date" in text
     assert "run_known" in text and "run_later" not in text, "only scores known by the as-of date"
+    # The fixture's drop had no manifest: the report says so (and the summary records it).
+    assert "raw dropNOT verified: the raw files are not verified against a manifest" in text
+    assert job.manifest["summary"]["drop_verified"] is False
 
 
 @pytest.mark.slow
@@ -338,6 +342,31 @@ def test_prepared_ids_not_in_the_raw_test_csv_mean_another_drop(inputs, spark, t
     features_uri = predict_fixtures.write_features(str(tmp_path / "features"), test, validation).uri
     with pytest.raises(ForecastInputError, match=r"1 Id\(s\) are not in .*test\.csv.*--raw is not the drop"):
         predict.run_predict(spark, inputs.model_uri, features_uri, str(tmp_path / "out"), raw_uri=raw_uri)
+
+
+def test_a_test_csv_landed_again_after_prepare_is_refused(inputs, spark, tmp_path):
+    """prepare recorded test.csv's SHA-256; the supplier lands the drop again (one store's day now closed) before
+    predict: predict refuses, naming the file and both digests, and commits nothing (before: it forecast the new
+    file's Ids from features prepared from the old one)."""
+    test, validation = predict_fixtures.make_frames(days=2, seed=4)
+    raw_uri = predict_fixtures.write_raw_test(str(tmp_path / "raw"), test)
+    test_csv = storage.join(raw_uri, "test.csv")
+    prepared, size = storage.sha256(test_csv)
+    features_uri = predict_fixtures.write_features(str(tmp_path / "features"), test, validation, input_checksums={
+        "test.csv": {"sha256": prepared, "bytes": size}}).uri
+    metadata_uri = storage.join(storage.committed_uri(features_uri), "metadata.json")
+    predict.check_raw_unchanged(test_csv, storage.read_json(metadata_uri), metadata_uri)   # as prepared: passes
+
+    relanded = test.copy()
+    relanded.loc[relanded.index[relanded["Open"] == 1][0], "Open"] = 0
+    predict_fixtures.write_raw_test(raw_uri, relanded)
+    now, _ = storage.sha256(test_csv)
+    out_uri = str(tmp_path / "out")
+    with pytest.raises(ForecastInputError, match=rf"^{re.escape(test_csv)}: SHA-256 {now} .*prepared the features "
+                                                 rf"from test\.csv with SHA-256 {prepared} .*landed again after "
+                                                 "prepare. Clear prepare_features"):
+        predict.run_predict(spark, inputs.model_uri, features_uri, out_uri, raw_uri=raw_uri)
+    assert not storage.exists(storage.join(out_uri, storage.MANIFEST_NAME))
 
 
 def test_uncommitted_model_is_refused(inputs, spark, tmp_path):

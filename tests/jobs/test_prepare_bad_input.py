@@ -360,7 +360,32 @@ def test_a_drop_that_matches_its_manifest_is_recorded_as_verified(spark, tmp_pat
     assert {name: entry["rows"] for name, entry in listed.items()} == {name: len(rows) for name, rows in drop.items()}
     assert run_prepare(spark, raw, str(tmp_path / "out"), AS_OF, num_shards=2)["drop_verified"] is True
     (tmp_path / "raw" / "_SUCCESS").write_bytes(b"")   # Hadoop's own empty marker: accepted, unverified
-    assert run_prepare(spark, raw, str(tmp_path / "out2"), AS_OF, num_shards=2)["drop_verified"] is False
+    unverified = run_prepare(spark, raw, str(tmp_path / "out2"), AS_OF, num_shards=2)
+    assert unverified["drop_verified"] is False and unverified["allow_unverified_drop"] is True
+    # ... unless the deployment allows no unverified drop: refused before any Spark work, naming the setting.
+    with pytest.raises(RawInputError, match=r"raw/_SUCCESS is empty or absent: the raw files are not verified "
+                                            r"against a manifest, and this deployment allows no unverified drop "
+                                            r"\(--no-allow-unverified-drop, the DAG param allow_unverified_drop\)"):
+        run_prepare(spark, raw, str(tmp_path / "out3"), AS_OF, num_shards=2, allow_unverified_drop=False)
+    assert not storage.exists(str(tmp_path / "out3" / "_SUCCESS"))
+
+
+def test_a_file_landed_again_while_prepare_reads_the_drop_is_refused(tmp_path, drop):
+    """prepare digests the files, Spark reads them, then they are digested again: a drop landed anew in between
+    fails naming the file and both digests (the features would come from files nobody verified)."""
+    from rossmann_jobs.prepare import check_unchanged, inspect_raw_files
+
+    raw, contents = landed_drop(tmp_path, drop)
+    inspected = inspect_raw_files(raw)
+    check_unchanged(raw, inspected)   # unchanged: passes
+    changed = contents["store.csv"].replace(b",a,", b",b,", 1)
+    assert changed != contents["store.csv"]
+    (tmp_path / "raw" / "store.csv").write_bytes(changed)
+    now, size = storage.sha256(storage.join(raw, "store.csv"))
+    with pytest.raises(RawInputError, match=rf"store\.csv changed while prepare read the drop \(store\.csv: SHA-256 "
+                                            rf"{inspected['store.csv']['sha256']} .* when inspected, now {now} "
+                                            rf"\({size:,} bytes\)\): the drop was landed again"):
+        check_unchanged(raw, inspected)
 
 
 def test_a_marker_that_is_neither_empty_nor_a_manifest_is_refused(tmp_path):

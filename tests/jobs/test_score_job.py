@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import html.parser
 import io
 import math
@@ -497,3 +498,25 @@ def test_a_biased_forecast_shows_its_factor_as_median_ratio_overall_and_per_lead
     for key in ("model_exp_rmspe", "baseline_exp_rmspe", "model_median_ratio", "baseline_median_ratio"):
         assert recent[key] == pytest.approx(expected[key], abs=1e-8), key
     assert 0.85 < recent["model_median_ratio"] < 0.95   # a noisy row's: both forecasts' rows count
+
+
+def test_actuals_changed_after_the_drop_closed_are_refused(tmp_path):
+    """train.csv is checked against the drop's manifest after the job read it: a file landed again after the drop
+    closed fails naming both digests; a drop closed by an empty marker is scored unverified."""
+    from rossmann_jobs.features.drop_manifest import manifest_bytes
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    landed = (b"Store,DayOfWeek,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday\n"
+              b"1,2,2015-08-04,100,9,1,0,0,0\n")
+    (raw / "train.csv").write_bytes(landed)
+    (raw / "_SUCCESS").write_bytes(manifest_bytes({"train.csv": landed}))
+    assert score.check_drop_unchanged(str(raw)) is True
+    (raw / "train.csv").write_bytes(landed.replace(b",100,", b",180,"))
+    now, _ = storage.sha256(str(raw / "train.csv"))
+    with pytest.raises(ScoringInputError, match=rf"train\.csv: SHA-256 {now} .*_SUCCESS lists "
+                                                rf"{hashlib.sha256(landed).hexdigest()} .*changed after the drop "
+                                                "closed"):
+        score.check_drop_unchanged(str(raw))
+    (raw / "_SUCCESS").write_bytes(b"")
+    assert score.check_drop_unchanged(str(raw)) is False
