@@ -224,15 +224,14 @@ def new_attempt_uri(out_uri: str) -> str:
     return join(out_uri, protocol.new_attempt_name())
 
 
-def commit(out_uri: str, attempt_uri: str, summary: dict[str, Any] | None = None, keep_previous: bool = False) -> dict:
-    """Publish attempt_uri as the output at out_uri; then remove the attempts started before it (unless
-    keep_previous): a newer one may still be written or committed by a concurrent run (commit_protocol)."""
+def commit(out_uri: str, attempt_uri: str, summary: dict[str, Any] | None = None) -> dict:
+    """Publish attempt_uri as the output at out_uri; then remove the attempts started before it: a newer one may
+    still be written or committed by a concurrent run (commit_protocol)."""
     manifest = protocol.manifest_document(out_uri, attempt_uri, list_files(attempt_uri), summary)
     write_json(protocol.manifest_uri(out_uri), manifest)
-    if not keep_previous:
-        current = protocol.attempt_uri(out_uri, manifest)
-        for attempt in protocol.older_attempts(sorted(_attempt_prefixes(out_uri)), current):
-            delete_prefix(attempt)
+    current = protocol.attempt_uri(out_uri, manifest)
+    for attempt in protocol.older_attempts(sorted(_attempt_prefixes(out_uri)), current):
+        delete_prefix(attempt)
     return manifest
 
 

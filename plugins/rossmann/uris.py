@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 from datetime import date
 
+from rossmann_jobs.features.drop_manifest import DROP_MARKER
 from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE
 
-RAW_MARKER = "_SUCCESS"
 HISTORY_SUFFIX = ".json"
 
 
@@ -31,7 +31,7 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
     return {
         "as_of": day,
         "raw": f"{root}/raw/{day}",
-        "raw_marker": f"{root}/raw/{day}/{RAW_MARKER}",
+        "raw_marker": f"{root}/raw/{day}/{DROP_MARKER}",
         "features": f"{run_root}/features",
         "model": f"{run_root}/model",
         "predictions": f"{run_root}/predictions",

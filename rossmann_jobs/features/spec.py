@@ -39,4 +39,3 @@ LABEL_COL = "Sales"            # log(Sales) in prepared train/validation data
 UNKNOWN_INDEX = 0
 STORE_ID_COL = "StoreId"       # raw Store number (the "Store" feature is its vocabulary index)
 KEY_COLS = [STORE_ID_COL, "Date"]
-TEST_KEY_COLS = ["Id", STORE_ID_COL, "Date", "Open"]
