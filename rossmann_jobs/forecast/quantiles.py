@@ -6,6 +6,12 @@ week w is an out-of-time error of the model at that distance, and its quantiles,
 forecast of the same lead week, give that row's quantile forecasts: P_q = forecast x exp(residual quantile q). A lead
 week with too few validation rows is calibrated on it and its neighbours (pooled_weeks). Nothing here reads a row
 dated after D: the residuals come from validation rows only, and those are all dated <= D.
+One feature is not seen from the origin: a validation row carries the Google trend of its own week (known by D),
+while a horizon row carries the last week known at D (strict point-in-time persistence). So the validation errors
+miss the trend's drift over the lead, which grows with it (bench/RESULTS.md: the 80 % interval covered 74.5 %).
+trend_at_origin gives each validation row the trend its origin knew, and the model's forecast from it differs from
+the plain one by delta, the row's exposure to that drift. The drift's size carries over to the horizon, its sign
+(the one realized path of one window) does not: each residual r enters the quantiles as r - delta and r + delta.
 The quantiles are exact (Spark's percentile, linear interpolation like numpy's default), so re-runs agree to the bit,
 and made non-crossing by sorting the levels and taking the running maximum of their values.
 """
@@ -18,11 +24,15 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from rossmann_jobs.features.point_in_time import seed_week_end
+
 QUANTILE_LEVELS = (0.1, 0.5, 0.9)   # P10, P50, P90: the default; run_predict(quantile_levels=...) takes others
 DAYS_PER_WEEK = 7
 LEAD_WEEKS = 7                      # ceil(48 / 7): the daily contract's 48-day horizon
 MIN_ROWS_PER_WEEK = 30              # fewer validation rows than this give a lead week's quantiles no footing
 LEAD_WEEK_COL, RESIDUAL_COL = "LeadWeek", "LogResidual"
+ORIGIN_FORECAST_COL = "LogSalesForecastFromOrigin"   # the log forecast of a validation row from its origin's trend
+TREND_COLS = ("trend", "trend_de")  # the state's and Germany's Google trend: features/point_in_time.py
 MODEL_PREFIX, BASELINE_PREFIX = "Sales", "SalesBaseline"   # SalesP10 (model), SalesBaselineP10 (naive baseline)
 QUANTILES_CSV_KEYS = ["Id", "Date", "Store"]
 
@@ -72,10 +82,37 @@ def non_crossing(values: Sequence[float]) -> list[float]:
     return out
 
 
-def validation_residuals(validation: DataFrame, actual_col: str, log_forecast_col: str) -> DataFrame:
-    """LEAD_WEEK_COL and RESIDUAL_COL = log(actual) - log(forecast) of validation predictions (actual > 0)."""
-    return (validation.filter(F.col(actual_col) > 0)
-            .select(LEAD_WEEK_COL, (F.log(F.col(actual_col)) - F.col(log_forecast_col)).alias(RESIDUAL_COL)))
+def last_saturday(day: Column) -> Column:
+    """The last Saturday on or before day (a googletrend.csv week ends on a Saturday)."""
+    return F.date_sub(day, F.dayofweek(day) % 7)
+
+
+def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataFrame:
+    """rows (State, Date, lead_col and TREND_COLS) with TREND_COLS as strict point-in-time gives a row forecast from
+    its origin (Date - lead days): per State, the last trend week that ended on or before the origin (persistence).
+    history: State, Date and TREND_COLS of prepared rows dated <= D; a row of week W carries week W's values from
+    seed_week_end onward, so the week ending on Saturday S is read from the rows whose seed_week_end is S. A row
+    whose origin's week no history row carries keeps its own values."""
+    weeks = (history.groupBy("State", seed_week_end(F.col("Date")).alias("_week_end"))
+             .agg(*[F.max(name).alias(f"_origin_{name}") for name in TREND_COLS]))
+    origin_week = last_saturday(F.date_sub(F.col("Date"), F.col(lead_col).cast("int")))
+    joined = rows.withColumn("_week_end", origin_week).join(F.broadcast(weeks), ["State", "_week_end"], "left")
+    return (joined.withColumns({name: F.coalesce(F.col(f"_origin_{name}"), F.col(name)).cast(rows.schema[name].dataType)
+                                for name in TREND_COLS})
+            .drop("_week_end", *[f"_origin_{name}" for name in TREND_COLS]))
+
+
+def validation_residuals(validation: DataFrame, actual_col: str, log_forecast_col: str,
+                         origin_forecast_col: str | None = None) -> DataFrame:
+    """LEAD_WEEK_COL and RESIDUAL_COL = log(actual) - log(forecast) of validation predictions (actual > 0); with
+    origin_forecast_col (the forecast from the origin's trend), two rows per prediction: the residual minus and
+    plus delta = origin forecast - forecast, the trend's drift over the row's lead in either direction."""
+    rows = validation.filter(F.col(actual_col) > 0)
+    residual = F.log(F.col(actual_col)) - F.col(log_forecast_col)
+    if origin_forecast_col is None:
+        return rows.select(LEAD_WEEK_COL, residual.alias(RESIDUAL_COL))
+    delta = F.col(origin_forecast_col) - F.col(log_forecast_col)
+    return rows.select(LEAD_WEEK_COL, F.explode(F.array(residual - delta, residual + delta)).alias(RESIDUAL_COL))
 
 
 def residual_quantiles(residuals: DataFrame, spans: dict[int, tuple[int, int]], levels: Sequence[float]
