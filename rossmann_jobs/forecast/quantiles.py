@@ -99,7 +99,7 @@ def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataF
     joined = rows.withColumn("_week_end", origin_week).join(F.broadcast(weeks), ["State", "_week_end"], "left")
     return (joined.withColumns({name: F.coalesce(F.col(f"_origin_{name}"), F.col(name)).cast(rows.schema[name].dataType)
                                 for name in TREND_COLS})
-            .drop("_week_end", *[f"_origin_{name}" for name in TREND_COLS]))
+            .select(*rows.columns))
 
 
 def validation_residuals(validation: DataFrame, actual_col: str, log_forecast_col: str,
