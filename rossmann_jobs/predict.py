@@ -379,6 +379,9 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
                        ("quantile levels", quantile_summary["levels"]),
                        ("validation rows per lead week 1..7 (their residuals calibrate the quantiles)",
                         ", ".join(str(n) for n in quantile_summary["validation_rows_by_lead_week"].values())),
+                       ("mean |trend drift| per lead week 1..7 (log; widens the quantiles both ways)",
+                        ", ".join("-" if v is None else f"{v:.3f}"
+                                  for v in quantile_summary["trend_drift_by_lead_week"].values())),
                        ("lead weeks pooled with neighbours (too few rows)",
                         ", ".join(f"{week}: weeks {span[0]}-{span[1]}"
                                   for week, span in quantile_summary["pooled_lead_weeks"].items()) or "none"),
