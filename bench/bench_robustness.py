@@ -12,7 +12,8 @@ plus --train-args) and predict. Scores the horizon rows with Sales > 0 against t
   floor      the point-in-time floor: the expected sales as known on D (synth/point_in_time.py)
 beside the median horizon bias (median of forecast / point-in-time expected sales; per lead week for the model),
 the quantile forecasts' P10-P90 coverage and weighted quantile loss (forecast_quantiles.csv and the naive baseline's
-quantiles in predictions/, beside the exact quantiles of the generated sales; overall and per lead week),
+quantiles in predictions/, beside the exact quantiles of the generated sales and the noise's quantiles around the
+point-in-time expectation; overall and per lead week),
 the model's val exp-RMSPE and gate scores (metrics.json), each job's wall time, the machine and the benchmarked
 commit. Merges the results per (scenario, stores) into bench/out/robustness_<label>.json, draws
 bench/out/robustness_<label>.png (per store count, per scenario: model, naive and LightGBM over the floor) and
@@ -255,18 +256,21 @@ def print_table(results: dict) -> None:
               f"{r['exp_rmspe']['LightGBM'] / r['point_in_time_floor']:.3f} | {weeks} |")
     quantiled = [r for r in ordered(results) if r.get("quantiles")]
     if quantiled:
-        print("\n| scenario | stores | nominal | coverage model | model by lead week 1..7 | coverage naive | "
-              "coverage exact | wQL model | wQL naive | model vs naive (%) | wQL exact |")
-        print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+        print("\n| scenario | stores | as-of | nominal | coverage model | model by lead week 1..7 | coverage naive | "
+              "coverage exact | coverage exact at D | wQL model | wQL naive | model vs naive (%) | wQL exact | "
+              "wQL exact at D |")
+        print("|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in quantiled:
         q = r["quantiles"]
         weeks = " ".join(f"{value['coverage']:.3f}" for _, value in sorted(q["model"]["by_lead_week"].items(),
                                                                           key=lambda kv: int(kv[0])))
-        print(f"| {r['scenario']} | {r['stores']} | {q['nominal_coverage']:.2f} | {q['model']['coverage']:.3f} | "
-              f"{weeks} | {q['naive']['coverage']:.3f} | {q['exact']['coverage']:.3f} | "
-              f"{q['model']['quantile_loss']:.4f} | {q['naive']['quantile_loss']:.4f} | "
+        at_d = q.get("exact_point_in_time", {})   # not in results recorded before it was scored
+        print(f"| {r['scenario']} | {r['stores']} | {r['as_of']} | {q['nominal_coverage']:.2f} | "
+              f"{q['model']['coverage']:.3f} | {weeks} | {q['naive']['coverage']:.3f} | {q['exact']['coverage']:.3f} | "
+              f"{at_d.get('coverage', float('nan')):.3f} | {q['model']['quantile_loss']:.4f} | "
+              f"{q['naive']['quantile_loss']:.4f} | "
               f"{100 * (q['model']['quantile_loss'] / q['naive']['quantile_loss'] - 1):+.1f} | "
-              f"{q['exact']['quantile_loss']:.4f} |")
+              f"{q['exact']['quantile_loss']:.4f} | {at_d.get('quantile_loss', float('nan')):.4f} |")
 
 
 def plot(results: dict, label: str, path: Path, compare: tuple[str, dict] | None) -> None:

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from rossmann_jobs import storage
 from rossmann_jobs.features.drop_settings import UNVERIFIED_DROP_WARNING
 from rossmann_jobs.features.raw_schemas import TEST as RAW_TEST
+from rossmann_jobs.features.recent_level import LEAD_COL
 from rossmann_jobs.features.spec import (
     CATEGORICAL_COLS,
     FEATURE_COLS,
@@ -65,7 +66,14 @@ from rossmann_jobs.forecast.open_rule import (
     is_forecast,
     with_open_status,
 )
-from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST, VALIDATION, test_predictions, validation_predictions
+from rossmann_jobs.forecast.predictions import (
+    SPLIT_COL,
+    TEST,
+    VALIDATION,
+    origin_forecasts,
+    test_predictions,
+    validation_predictions,
+)
 from rossmann_jobs.forecast.submission import (
     check_accounting,
     check_forecast_values,
@@ -178,11 +186,20 @@ def read_history(spark: SparkSession, features_attempt: str) -> DataFrame:
     return parts[0].unionByName(parts[1])
 
 
+def read_trend_history(spark: SparkSession, features_attempt: str) -> DataFrame:
+    """State, Date and the trend columns of the prepared train + validation rows (every row dated <= as-of)."""
+    columns = ["State", "Date", *quantiles.TREND_COLS]
+    parts = [spark.read.parquet(storage.spark_uri(storage.join(features_attempt, name))).select(*columns)
+             for name in (TRAIN_DIR, VALIDATION_DIR)]
+    return parts[0].unionByName(parts[1])
+
+
 def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int], mappings: dict, as_of: date,
                 raw_ids: pd.DataFrame, raw_test_uri: str, levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS
-                ) -> tuple[DataFrame, DataFrame, dict[str, int]]:
-    """(test with OpenStatus, the baseline and its quantiles at levels, validation, row counts), both re-indexed to
-    the model's vocabularies; the test split must hold every Id of the raw test.csv."""
+                ) -> tuple[DataFrame, DataFrame, DataFrame, dict[str, int]]:
+    """(test with OpenStatus, the baseline and its quantiles at levels, validation, validation with the trend its
+    origin knew, row counts), all re-indexed to the model's vocabularies; the test split must hold every Id of the
+    raw test.csv."""
     test_uri = storage.join(features_attempt, TEST_DIR)
     test_keys = {"Id": INTEGER_TYPES, "StoreId": INTEGER_TYPES, "Date": DATE_TYPES, "Open": INTEGER_TYPES}
     test, _ = read_split(spark, test_uri, test_keys, ["Id", "StoreId", "Date"], sizes)
@@ -210,7 +227,9 @@ def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int
     counts = {"test": sum(status.values()), "forecast": status.get(OPEN, 0) + status.get(OPEN_BLANK, 0),
               "closed": status.get(CLOSED, 0), "blank_open": status.get(OPEN_BLANK, 0),
               "validation": validation_rows}
-    return test, remap_indices(validation, mappings), counts
+    # Before the re-indexing: the trend history's State indices are the prepare output's, as the validation rows'.
+    from_origin = quantiles.trend_at_origin(validation, read_trend_history(spark, features_attempt), LEAD_COL)
+    return test, remap_indices(validation, mappings), remap_indices(from_origin, mappings), counts
 
 
 def check_predictions(predictions: DataFrame, raw_ids: pd.DataFrame, submission: pd.DataFrame,
@@ -278,22 +297,39 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
     storage.write_bytes(report_uri, page.encode("utf-8"))
 
 
-def calibrate_quantiles(validation_rows: DataFrame, levels: tuple[float, ...]) -> tuple[dict[int, list[float]], dict]:
+def calibrate_quantiles(validation_rows: DataFrame, levels: tuple[float, ...],
+                        from_origin: DataFrame | None = None) -> tuple[dict[int, list[float]], dict]:
     """(per lead week the non-crossing residual quantiles at levels, what the summary says of them) from the
-    validation predictions (out of time, all dated <= the as-of date); sparse lead weeks pooled with neighbours."""
-    residuals = quantiles.validation_residuals(validation_rows, ACTUAL_COL, LOG_FORECAST_COL)
-    counts = {row[quantiles.LEAD_WEEK_COL]: row["count"]
-              for row in residuals.groupBy(quantiles.LEAD_WEEK_COL).count().collect()}
+    validation predictions (out of time, all dated <= the as-of date); sparse lead weeks pooled with neighbours.
+    from_origin (StoreId, Date, ORIGIN_FORECAST_COL: predictions.origin_forecasts) adds the trend's drift over
+    the lead in either direction (quantiles.validation_residuals)."""
+    origin_col = None if from_origin is None else quantiles.ORIGIN_FORECAST_COL
+    rows = (validation_rows if from_origin is None
+            else validation_rows.join(from_origin, ["StoreId", "Date"], "left")).filter(F.col(ACTUAL_COL) > 0)
+    delta = (F.lit(None).cast("double") if origin_col is None
+             else F.abs(F.col(origin_col) - F.col(LOG_FORECAST_COL)))
+    stats = {row[quantiles.LEAD_WEEK_COL]: (row["count"], row["drift"])
+             for row in rows.groupBy(quantiles.LEAD_WEEK_COL).agg(F.count(F.lit(1)).alias("count"),
+                                                                  F.avg(delta).alias("drift")).collect()}
+    counts = {week: count for week, (count, _drift) in stats.items()}
+    residuals = quantiles.validation_residuals(rows, ACTUAL_COL, LOG_FORECAST_COL, origin_col)
     spans = quantiles.pooled_weeks(counts)
-    collected = {row[quantiles.LEAD_WEEK_COL]: row["_q"]
-                 for row in quantiles.residual_quantiles(residuals, spans, levels).collect()}
-    table = quantiles.quantile_table(collected, levels)
+    weekly = quantiles.residual_quantiles(residuals, spans, levels).collect()
+    location = quantiles.median_residual(residuals)
+    table = quantiles.centred_table(
+        quantiles.quantile_table({row[quantiles.LEAD_WEEK_COL]: row["_q"] for row in weekly}, levels),
+        {row[quantiles.LEAD_WEEK_COL]: row["_median"] for row in weekly}, location)
     pooled = {week: list(span) for week, span in spans.items() if span != (week, week)}
     if pooled:
         log.warning("lead week(s) with fewer than %d validation rows calibrated on neighbouring weeks: %s",
                     quantiles.MIN_ROWS_PER_WEEK, pooled)
-    summary = {"levels": list(levels), "method": "validation residual quantiles per lead week",
+    method = "validation residual quantiles per lead week, centred on the window's median residual"
+    summary = {"levels": list(levels),
+               "method": method if origin_col is None else f"{method}, +- the trend's drift from the rows' origin",
+               "median_log_residual": None if location is None else round(location, 6),
                "validation_rows_by_lead_week": {str(week): counts.get(week, 0) for week in sorted(table)},
+               "trend_drift_by_lead_week": {str(week): None if stats.get(week, (0, None))[1] is None
+                                            else round(stats[week][1], 6) for week in sorted(table)},
                "pooled_lead_weeks": {str(week): span for week, span in pooled.items()},
                "min_rows_per_lead_week": quantiles.MIN_ROWS_PER_WEEK,
                "log_residual_quantiles_by_lead_week": {str(week): [round(v, 6) for v in values]
@@ -339,14 +375,15 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
     with timed("read and check inputs, fit the baseline", timings):
         raw_ids, raw_test_uri = read_raw_test_ids(spark, raw_uri)
         check_raw_unchanged(raw_test_uri, metadata, metadata_uri)   # after Spark read it: what was read is checked
-        test, validation, counts = read_inputs(spark, features_attempt, sizes, mappings, as_of, raw_ids,
-                                               raw_test_uri, levels)
+        test, validation, from_origin, counts = read_inputs(spark, features_attempt, sizes, mappings, as_of, raw_ids,
+                                                            raw_test_uri, levels)
     with timed("forecast and write predictions", timings):
         model = BroadcastModel(spark, source)
         try:
             # Validation first (small, materialized once): its residuals calibrate the test rows' quantiles.
             validation_rows = validation_predictions(validation, model, threads, partitions, levels).localCheckpoint()
-            residual_table, quantile_summary = calibrate_quantiles(validation_rows, levels)
+            origin_rows = origin_forecasts(from_origin, model, threads, partitions).localCheckpoint()
+            residual_table, quantile_summary = calibrate_quantiles(validation_rows, levels, origin_rows)
             (test_predictions(test, model, threads, partitions, as_of, residual_table, levels)
              .unionByName(validation_rows)
              .write.partitionBy(SPLIT_COL).parquet(storage.spark_uri(predictions_uri)))
@@ -375,6 +412,9 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
                        ("quantile levels", quantile_summary["levels"]),
                        ("validation rows per lead week 1..7 (their residuals calibrate the quantiles)",
                         ", ".join(str(n) for n in quantile_summary["validation_rows_by_lead_week"].values())),
+                       ("mean |trend drift| per lead week 1..7 (log; widens the quantiles both ways)",
+                        ", ".join("-" if v is None else f"{v:.3f}"
+                                  for v in quantile_summary["trend_drift_by_lead_week"].values())),
                        ("lead weeks pooled with neighbours (too few rows)",
                         ", ".join(f"{week}: weeks {span[0]}-{span[1]}"
                                   for week, span in quantile_summary["pooled_lead_weeks"].items()) or "none"),

@@ -23,6 +23,7 @@ from rossmann_jobs.forecast.open_rule import CLOSED, OPEN_STATUS_COL, is_forecas
 from rossmann_jobs.forecast.quantiles import (
     BASELINE_PREFIX,
     LEAD_WEEK_COL,
+    ORIGIN_FORECAST_COL,
     QUANTILE_LEVELS,
     lead_week,
     quantile_columns,
@@ -81,3 +82,12 @@ def validation_predictions(validation: DataFrame, model: BroadcastModel, threads
             .withColumns({name: F.lit(None).cast(kind) for name, kind in nulls.items()})
             .withColumn(SPLIT_COL, F.lit(VALIDATION))
             .select(*prediction_columns(levels)))
+
+
+def origin_forecasts(validation_from_origin: DataFrame, model: BroadcastModel, threads: int, partitions: int
+                     ) -> DataFrame:
+    """StoreId, Date and ORIGIN_FORECAST_COL: the log forecast of each validation row with the trend its origin
+    knew (quantiles.trend_at_origin), which calibrates the quantiles' allowance for the trend's drift."""
+    return (with_log_forecast(with_min_partitions(validation_from_origin, partitions), model, ["StoreId", "Date"],
+                              threads)
+            .withColumnRenamed(LOG_FORECAST_COL, ORIGIN_FORECAST_COL))

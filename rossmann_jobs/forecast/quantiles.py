@@ -6,6 +6,15 @@ week w is an out-of-time error of the model at that distance, and its quantiles,
 forecast of the same lead week, give that row's quantile forecasts: P_q = forecast x exp(residual quantile q). A lead
 week with too few validation rows is calibrated on it and its neighbours (pooled_weeks). Nothing here reads a row
 dated after D: the residuals come from validation rows only, and those are all dated <= D.
+One feature is not seen from the origin: a validation row carries the Google trend of its own week (known by D),
+while a horizon row carries the last week known at D (strict point-in-time persistence). So the validation errors
+miss the trend's drift over the lead, which grows with it (bench/RESULTS.md: the 80 % interval covered 74.5 %).
+trend_at_origin gives each validation row the trend its origin knew, and the model's forecast from it differs from
+the plain one by delta, the row's exposure to that drift. The drift's size carries over to the horizon, its sign
+(the one realized path of one window) does not: each residual r enters the quantiles as r - delta and r + delta.
+Likewise a lead week's median residual is mostly that week's common shock in the one window (a holiday, a weather
+spell: -4 % .. +8 % by week at 150 stores as of 2015-05-31), not a bias that recurs at the same lead: each week
+keeps its spread around its own median and is centred on the median residual of the whole window (centred_table).
 The quantiles are exact (Spark's percentile, linear interpolation like numpy's default), so re-runs agree to the bit,
 and made non-crossing by sorting the levels and taking the running maximum of their values.
 """
@@ -18,11 +27,15 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from rossmann_jobs.features.point_in_time import seed_week_end
+
 QUANTILE_LEVELS = (0.1, 0.5, 0.9)   # P10, P50, P90: the default; run_predict(quantile_levels=...) takes others
 DAYS_PER_WEEK = 7
 LEAD_WEEKS = 7                      # ceil(48 / 7): the daily contract's 48-day horizon
 MIN_ROWS_PER_WEEK = 30              # fewer validation rows than this give a lead week's quantiles no footing
 LEAD_WEEK_COL, RESIDUAL_COL = "LeadWeek", "LogResidual"
+ORIGIN_FORECAST_COL = "LogSalesForecastFromOrigin"   # the log forecast of a validation row from its origin's trend
+TREND_COLS = ("trend", "trend_de")  # the state's and Germany's Google trend: features/point_in_time.py
 MODEL_PREFIX, BASELINE_PREFIX = "Sales", "SalesBaseline"   # SalesP10 (model), SalesBaselineP10 (naive baseline)
 QUANTILES_CSV_KEYS = ["Id", "Date", "Store"]
 
@@ -72,28 +85,71 @@ def non_crossing(values: Sequence[float]) -> list[float]:
     return out
 
 
-def validation_residuals(validation: DataFrame, actual_col: str, log_forecast_col: str) -> DataFrame:
-    """LEAD_WEEK_COL and RESIDUAL_COL = log(actual) - log(forecast) of validation predictions (actual > 0)."""
-    return (validation.filter(F.col(actual_col) > 0)
-            .select(LEAD_WEEK_COL, (F.log(F.col(actual_col)) - F.col(log_forecast_col)).alias(RESIDUAL_COL)))
+def last_saturday(day: Column) -> Column:
+    """The last Saturday on or before day (a googletrend.csv week ends on a Saturday)."""
+    return F.date_sub(day, F.dayofweek(day) % 7)
+
+
+def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataFrame:
+    """rows (State, Date, lead_col and TREND_COLS) with TREND_COLS as strict point-in-time gives a row forecast from
+    its origin (Date - lead days): per State, the last trend week that ended on or before the origin (persistence).
+    history: State, Date and TREND_COLS of prepared rows dated <= D; a row of week W carries week W's values from
+    seed_week_end onward, so the week ending on Saturday S is read from the rows whose seed_week_end is S. A row
+    whose origin's week no history row carries keeps its own values."""
+    weeks = (history.groupBy("State", seed_week_end(F.col("Date")).alias("_week_end"))
+             .agg(*[F.max(name).alias(f"_origin_{name}") for name in TREND_COLS]))
+    origin_week = last_saturday(F.date_sub(F.col("Date"), F.col(lead_col).cast("int")))
+    joined = rows.withColumn("_week_end", origin_week).join(F.broadcast(weeks), ["State", "_week_end"], "left")
+    return (joined.withColumns({name: F.coalesce(F.col(f"_origin_{name}"), F.col(name)).cast(rows.schema[name].dataType)
+                                for name in TREND_COLS})
+            .select(*rows.columns))
+
+
+def validation_residuals(validation: DataFrame, actual_col: str, log_forecast_col: str,
+                         origin_forecast_col: str | None = None) -> DataFrame:
+    """LEAD_WEEK_COL and RESIDUAL_COL = log(actual) - log(forecast) of validation predictions (actual > 0); with
+    origin_forecast_col (the forecast from the origin's trend), two rows per prediction: the residual minus and
+    plus delta = origin forecast - forecast, the trend's drift over the row's lead in either direction."""
+    rows = validation.filter(F.col(actual_col) > 0)
+    residual = F.log(F.col(actual_col)) - F.col(log_forecast_col)
+    if origin_forecast_col is None:
+        return rows.select(LEAD_WEEK_COL, residual.alias(RESIDUAL_COL))
+    delta = F.col(origin_forecast_col) - F.col(log_forecast_col)
+    return rows.select(LEAD_WEEK_COL, F.explode(F.array(residual - delta, residual + delta)).alias(RESIDUAL_COL))
 
 
 def residual_quantiles(residuals: DataFrame, spans: dict[int, tuple[int, int]], levels: Sequence[float]
                        ) -> DataFrame:
-    """LEAD_WEEK_COL + `_q`: the exact residual quantiles at levels (in order) over the rows of each week's span."""
+    """LEAD_WEEK_COL + `_q` and `_median`: the exact residual quantiles at levels (in order) and the median over the
+    rows of each week's span."""
     spark = residuals.sparkSession
     mapping = spark.createDataFrame([(week, source) for week, (first, last) in spans.items()
                                      for source in range(first, last + 1)], "_week int, _source int")
     pooled = residuals.join(F.broadcast(mapping), F.col(LEAD_WEEK_COL) == F.col("_source"))
     return (pooled.groupBy(F.col("_week").alias(LEAD_WEEK_COL))
-            .agg(F.percentile(RESIDUAL_COL, list(levels)).alias("_q"))
+            .agg(F.percentile(RESIDUAL_COL, list(levels)).alias("_q"), F.percentile(RESIDUAL_COL, 0.5).alias("_median"))
             .orderBy(LEAD_WEEK_COL))
+
+
+def median_residual(residuals: DataFrame) -> float | None:
+    """The exact median of all the residuals (every lead week): the model's bias over the window; None without any."""
+    return residuals.agg(F.percentile(RESIDUAL_COL, 0.5).alias("_median")).collect()[0]["_median"]
 
 
 def quantile_table(collected: dict[int, Sequence[float] | None], levels: Sequence[float]) -> dict[int, list[float]]:
     """Per lead week 1..LEAD_WEEKS, the non-crossing residual quantiles; 0 (the point forecast) for a week without
     any validation residual (a features output without validation rows)."""
     return {week: non_crossing(collected.get(week) or [0.0] * len(levels)) for week in range(1, LEAD_WEEKS + 1)}
+
+
+def centred_table(table: dict[int, list[float]], medians: dict[int, float | None], location: float | None
+                  ) -> dict[int, list[float]]:
+    """Each week's quantiles moved by location - the week's median: its spread kept, centred on the window's median
+    (a shift keeps them non-crossing); a week without a median, or no location, stays as it is."""
+    if location is None:
+        return table
+    return {week: [value + location - medians[week] for value in values] if medians.get(week) is not None
+            else values for week, values in table.items()}
 
 
 def with_quantiles(rows: DataFrame, table: dict[int, list[float]], levels: Sequence[float], forecast_col: str,

@@ -7,7 +7,9 @@ seasonal baseline in predictions/) and prints exp-RMSPE against the hidden Sales
 floor (the expected sales as known on D, synth/point_in_time.py). score_quantiles scores quantile forecasts the same
 way: P10-P90 coverage and weighted quantile loss (as forecast/scoring.py defines them), beside the exact quantiles of
 the generated sales (the noise is log-normal: Sales = expected x exp(eps), eps ~ N(0, sigma^2), so the q quantile is
-expected x exp(sigma z_q), rounding aside).
+expected x exp(sigma z_q), rounding aside), and beside the same noise around the point-in-time expectation: the
+interval of a forecast that knows all that D knows and only the noise's spread (not how far the weather and the
+trend may move after D), so it shows how much of a miss is the horizon's unknowable drift.
 """
 from __future__ import annotations
 
@@ -93,14 +95,16 @@ def quantile_scores(actual: np.ndarray, quantiles: np.ndarray, levels: Sequence[
 
 def score_quantiles(truth: pd.DataFrame, plan: pd.DataFrame, as_of: dt.date, sigma: float,
                     levels: Sequence[float], forecasts: dict[str, pd.DataFrame]) -> dict:
-    """Per forecast (Id + one column per level, in order; a missing Id is forecast 0) and for the exact quantiles
-    ("exact"): quantile_scores over the plan's rows with Sales > 0, overall and per lead week (1..7)."""
+    """Per forecast (Id + one column per level, in order; a missing Id is forecast 0), for the exact quantiles
+    ("exact") and for the noise's quantiles around the point-in-time expectation ("exact_point_in_time"):
+    quantile_scores over the plan's rows with Sales > 0, overall and per lead week (1..7)."""
     rows = plan[["Id", "Store", "Date"]].assign(Date=lambda f: pd.to_datetime(f["Date"]))
     rows = rows.merge(truth, on=["Store", "Date"], how="left", validate="one_to_one")
     rows = rows[rows["Sales"] > 0]
     actual = rows["Sales"].to_numpy(float)
     week = np.clip(-(-(rows["Date"] - pd.Timestamp(as_of)).dt.days.to_numpy() // 7), 1, 7)
-    values = {"exact": exact_quantiles(rows["ExpectedSales"].to_numpy(float), sigma, levels)}
+    values = {"exact": exact_quantiles(rows["ExpectedSales"].to_numpy(float), sigma, levels),
+              "exact_point_in_time": exact_quantiles(rows["PointInTimeExpectedSales"].to_numpy(float), sigma, levels)}
     for name, frame in forecasts.items():
         columns = list(frame.columns[1:])
         values[name] = rows[["Id"]].merge(frame, on="Id", how="left")[columns].fillna(0).to_numpy(float)

@@ -282,6 +282,64 @@ def test_residual_quantiles_per_lead_week_on_a_hand_made_case(spark):
     assert RESIDUAL_COL in residuals.columns
 
 
+def test_each_lead_weeks_quantiles_are_centred_on_the_windows_median_residual():
+    """A week's own median (one window's common shock) is replaced by the window's: the spread stays, the order
+    too; a week without residuals, or a window without any, is left as it is."""
+    from rossmann_jobs.forecast.quantiles import centred_table
+
+    table = {1: [-0.2, 0.05, 0.3], 2: [-0.1, -0.08, 0.0], 3: [0.0, 0.0, 0.0]}
+    got = centred_table(table, {1: 0.05, 2: -0.08}, -0.01)
+    assert got[1] == pytest.approx([-0.26, -0.01, 0.24]) and got[2] == pytest.approx([-0.03, -0.01, 0.07])
+    assert got[3] == [0.0, 0.0, 0.0]
+    assert all(values == sorted(values) for values in got.values())
+    assert centred_table(table, {1: 0.05}, None) == table
+
+
+def seed_week_saturday(day: date) -> date:
+    """The Saturday ending the trend week a row dated day carries (the Sunday after the day's ISO week, + 6)."""
+    return day + timedelta(days=6 - day.weekday() + 6)
+
+
+def test_validation_rows_get_the_trend_their_origin_knew(spark):
+    """A validation row dated 2015-07-20 with lead 40 is forecast from 2015-06-10 (a Wednesday): it gets, per
+    state, the trend of the week that ended on the Saturday before, 2015-06-06, as a horizon row gets the last week
+    ended by D; a row whose origin's week no history row carries keeps its own trend."""
+    from rossmann_jobs.forecast.quantiles import trend_at_origin
+
+    days = [date(2015, 4, 1) + timedelta(days=i) for i in range(122)]
+    code = {day: int(seed_week_saturday(day).strftime("%j")) for day in days}   # the week's Saturday, as a number
+    history = spark.createDataFrame([(state, day, float(code[day] + 100 * state), float(code[day] + 1000))
+                                     for state in (1, 2) for day in days],
+                                    "State int, Date date, trend double, trend_de double")
+    rows = spark.createDataFrame([(1, 1, date(2015, 7, 20), 40.0, -1.0, -1.0),
+                                  (2, 2, date(2015, 7, 20), 40.0, -1.0, -1.0),
+                                  (3, 1, date(2015, 7, 25), 5.0, -1.0, -1.0),      # origin Monday 2015-07-20
+                                  (4, 1, date(2015, 4, 2), 1.0, -1.0, -1.0)],      # origin's week not in history
+                                 "Id int, State int, Date date, LeadDays double, trend double, trend_de double")
+    out = trend_at_origin(rows, history, "LeadDays").orderBy("Id").toPandas()
+    june6, july18 = int(date(2015, 6, 6).strftime("%j")), int(date(2015, 7, 18).strftime("%j"))
+    assert out["trend"].tolist() == [june6 + 100, june6 + 200, july18 + 100, -1.0]
+    assert out["trend_de"].tolist() == [june6 + 1000, june6 + 1000, july18 + 1000, -1.0]
+    assert list(out.columns) == rows.columns
+
+
+def test_the_trends_drift_widens_the_residuals_in_both_directions(spark):
+    """With the origin's forecast, each residual enters twice, minus and plus the drift: week 2's quantiles, whose
+    rows drift by 0.1, span 0.2 more than week 1's, without drift; the median stays."""
+    from rossmann_jobs.forecast.quantiles import LEAD_WEEK_COL, RESIDUAL_COL, validation_residuals
+
+    residual = np.linspace(-0.1, 0.1, 41)
+    frame = spark.createDataFrame(
+        [(week, float(math.exp(8 + r)), 8.0, 8.0 + 0.1 * (week - 1)) for week in (1, 2) for r in residual],
+        "LeadWeek int, SalesActual double, LogSalesForecast double, LogSalesForecastFromOrigin double")
+    plain = validation_residuals(frame, "SalesActual", "LogSalesForecast").toPandas()
+    both = validation_residuals(frame, "SalesActual", "LogSalesForecast", "LogSalesForecastFromOrigin").toPandas()
+    assert len(plain) == 82 and len(both) == 164
+    spread = {week: np.percentile(both[both[LEAD_WEEK_COL] == week][RESIDUAL_COL], [0, 50, 100]) for week in (1, 2)}
+    assert spread[1] == pytest.approx([-0.1, 0.0, 0.1], abs=1e-9)
+    assert spread[2] == pytest.approx([-0.2, 0.0, 0.2], abs=1e-9)
+
+
 def test_quantile_forecasts_scale_the_forecast_monotone_and_closed_days_are_zero(spark):
     from rossmann_jobs.forecast.quantiles import lead_week, quantiles_csv_bytes, with_quantiles
 

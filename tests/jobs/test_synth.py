@@ -408,7 +408,8 @@ def test_spark_reads_quoting_and_reference_joins_lose_no_row(spark, generated):
 
 def test_exact_quantiles_of_the_log_normal_noise_cover_their_nominal_share_and_narrow_ones_do_not():
     """score_quantiles against the truth: the exact P10-P90 of Sales = expected x exp(N(0, sigma^2)) covers ~80 %;
-    an interval a tenth as wide under-covers and loses more; a missing forecast row counts as 0."""
+    an interval a tenth as wide under-covers and loses more; a missing forecast row counts as 0. The same noise
+    around a point-in-time expectation 15 % low (a drift after D) under-covers: the reference for what D can know."""
     from rossmann_jobs.synth.forecast_score import score_quantiles
 
     rng = np.random.default_rng(3)
@@ -417,6 +418,7 @@ def test_exact_quantiles_of_the_log_normal_noise_cover_their_nominal_share_and_n
     truth = pd.DataFrame([(store, day) for day in days for store in range(1, 201)], columns=["Store", "Date"])
     truth["ExpectedSales"] = rng.uniform(2000, 9000, len(truth))
     truth["Sales"] = np.round(truth["ExpectedSales"] * np.exp(rng.normal(0, sigma, len(truth))))
+    truth["PointInTimeExpectedSales"] = truth["ExpectedSales"] * 0.85
     plan = truth[["Store", "Date"]].assign(Id=np.arange(1, len(truth) + 1))
     narrow = plan[["Id"]].assign(**{f"P{int(q * 100)}": truth["ExpectedSales"].to_numpy() * np.exp(0.1 * sigma * z)
                                     for q, z in zip(levels, (-1.2816, 0.0, 1.2816))})
@@ -426,3 +428,5 @@ def test_exact_quantiles_of_the_log_normal_noise_cover_their_nominal_share_and_n
     assert sorted(scores["exact"]["by_lead_week"]) == list(range(1, 8))
     assert scores["narrow"]["coverage"] < 0.2
     assert scores["narrow"]["quantile_loss"] > scores["exact"]["quantile_loss"]
+    assert scores["exact_point_in_time"]["coverage"] < 0.6
+    assert scores["exact_point_in_time"]["quantile_loss"] > scores["exact"]["quantile_loss"]
