@@ -107,7 +107,7 @@ check_jobs_env() {  # the versions the jobs need, and horovod built with TensorF
   echo "$build" | grep -q '\[X\] Gloo' || die "horovod was built without Gloo: $build"
 }
 
-# Each step below prints its name, a line every 30 s while it runs and its duration (scripts/progress.sh); called
+# Each step below prints its name, a line every 20 s while it runs and its duration (scripts/progress.sh); called
 # without `||`, so that `set -e` stops at the first failed step.
 setup_jobs_env() {
   JOBS="$ROOT/.venvs/jobs"

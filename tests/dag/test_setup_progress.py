@@ -59,6 +59,34 @@ def test_a_silent_pipe_gets_a_heartbeat():
     assert len(seconds_said(lines, "   still running the DAG: ")) >= 2
 
 
+def longest_silence(script: str, every_s: int) -> tuple[float, list[str]]:
+    """The longest wait, in seconds, for a line of the script's output (as bench/bench_demo.py measures the demo's)."""
+    process = subprocess.Popen(["bash", "-c", f"set -euo pipefail; . {PROGRESS}; {script}"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env={**os.environ, "PROGRESS_EVERY": str(every_s)})
+    lines, last, longest = [], time.monotonic(), 0.0
+    for line in process.stdout:
+        now = time.monotonic()
+        longest, last = max(longest, now - last), now
+        lines.append(line.rstrip("\n"))
+    assert process.wait(timeout=60) == 0, lines
+    return max(longest, time.monotonic() - last), lines
+
+
+@pytest.mark.parametrize("script", ['step "compiling" sleep 7',
+                                    '(echo go; sleep 7; echo end) | with_heartbeat "training"'])
+def test_a_silent_command_is_never_silent_for_longer_than_the_interval(script):
+    """7 s of silence with a 2 s interval: a line at least every 2 s, plus the poll and a loaded machine's delay."""
+    longest, lines = longest_silence(script, 2)
+    assert sum("still " in line for line in lines) >= 3, lines
+    assert longest < 2 + 1.5, (longest, lines)
+
+
+def test_the_default_interval_keeps_the_30_s_promise_with_room_to_spare():
+    interval = subprocess.run(["bash", "-c", f"unset PROGRESS_EVERY; . {PROGRESS}; echo $PROGRESS_EVERY"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert int(interval) <= 20   # the README promises a line at least every 30 s
+
+
 @pytest.fixture
 def fake_java(tmp_path):
     """A JAVA_HOME whose java reports the version asked for, as `java -version` does (on stderr)."""
