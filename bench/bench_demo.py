@@ -5,7 +5,10 @@
 Runs the demo in a fresh state dir (its own moto server and SQLite Airflow home), so nothing is cached between
 runs except the two installed environments. Writes bench/out/demo.json. The longest silence is the longest wait
 between two lines of the demo's output: what a newcomer sees as a possible hang (scripts/progress.sh keeps it
-under 30 s).
+under 30 s); bench/out/demo_output.txt keeps the output with each line's second. The bench needs only the standard
+library: run in a fresh clone (no .venvs), it measures the newcomer's first run, set-up included:
+
+    git clone <repo> /tmp/fresh && python3.11 /tmp/fresh/bench/bench_demo.py
 """
 from __future__ import annotations
 
@@ -32,17 +35,22 @@ def machine() -> dict:
             "load_avg_1m_at_start": os.getloadavg()[0]}
 
 
-def run_watched(command: list[str], env: dict[str, str]) -> tuple[int, str, float]:
-    """Exit status, output (stdout and stderr merged, as a terminal shows them) and the longest wait for a line."""
+def run_watched(command: list[str], env: dict[str, str]) -> tuple[int, str, float, str]:
+    """Exit status, output (stdout and stderr merged, as a terminal shows them, each line with its second), the
+    longest wait for a line and the line that ended it."""
     process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
-    lines, last, longest = [], time.monotonic(), 0.0
+    lines, started, last, longest, ended_by = [], time.monotonic(), time.monotonic(), 0.0, ""
     for line in process.stdout:
         now = time.monotonic()
-        longest, last = max(longest, now - last), now
-        lines.append(line)
+        if now - last > longest:
+            longest, ended_by = now - last, line.rstrip("\n")
+        last = now
+        lines.append(f"{now - started:7.1f} {line}")
     process.wait()
-    return process.returncode, "".join(lines), max(longest, time.monotonic() - last)
+    if time.monotonic() - last > longest:
+        longest, ended_by = time.monotonic() - last, "(the end of the output)"
+    return process.returncode, "".join(lines), longest, ended_by
 
 
 def main() -> None:
@@ -59,8 +67,12 @@ def main() -> None:
     env = {**os.environ, "ROSSMANN_STATE_DIR": str(state_dir)}
     info = machine()
     started = time.perf_counter()
-    returncode, output, longest_silence_s = run_watched(["bash", str(REPO / "scripts" / "demo.sh"), *demo_args], env)
+    returncode, output, longest_silence_s, silence_ended_by = run_watched(
+        ["bash", str(REPO / "scripts" / "demo.sh"), *demo_args], env)
     wall_s = time.perf_counter() - started
+    out = REPO / "bench" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "demo_output.txt").write_text(output)   # each line with the second it came, to find a silence
     if returncode != 0:
         sys.exit(f"demo failed (exit {returncode}):\n{output[-8000:]}")
 
@@ -74,21 +86,22 @@ def main() -> None:
         "demo_args": demo_args,
         "wall_s": round(wall_s, 1),
         "longest_silence_s": round(longest_silence_s, 1),
+        "longest_silence_ended_by": silence_ended_by,
+        "set_up_included": "== installing the two environments" in output,
         "tasks_s": {task: round(values["duration_s"] or 0, 1) for task, values in summary["tasks"].items()},
         "val_exp_rmspe": metrics["best_val_exp_rmspe"],
         "epochs_run": metrics["epochs_run"],
         "samples_per_s": metrics["samples_per_s"],
         "promoted": summary["xcom"]["quality_gate"]["promoted"],
     }
-    out = REPO / "bench" / "out"
-    out.mkdir(parents=True, exist_ok=True)
     (out / "demo.json").write_text(json.dumps(record, indent=2))
 
     print("| step | seconds |\n|---|---:|")
     for task, seconds in record["tasks_s"].items():
         print(f"| task {task} | {seconds:.1f} |")
     print(f"| **demo total (scripts/demo.sh {' '.join(demo_args)})** | **{record['wall_s']:.1f}** |")
-    print(f"| longest silence of the demo's output | {record['longest_silence_s']:.1f} |")
+    print(f"| longest silence of the demo's output (ended by: {silence_ended_by.strip()}) | "
+          f"{record['longest_silence_s']:.1f} |")
     print(f"\nval exp_rmspe {record['val_exp_rmspe']:.4f}, {record['epochs_run']} epochs, "
           f"{record['samples_per_s']} samples/s; load average {info['load_avg_1m_at_start']:.1f} -> "
           f"{record['machine']['load_avg_1m_at_end']:.1f} on {info['cpus']} CPUs; JSON: {out / 'demo.json'}")
