@@ -11,7 +11,10 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -30,6 +33,25 @@ def run(command: list[str], timeout: float | None = None, **kwargs) -> subproces
     return subprocess.run(command, text=True, capture_output=True, timeout=timeout, **kwargs)
 
 
+@contextmanager
+def heartbeat(what: str) -> Iterator[None]:
+    """Prints "still <what>: N s" every PROGRESS_EVERY s (20, as scripts/progress.sh) while the block runs, so a
+    quiet pull or build (output captured, or a silent RUN step) reads as progress, not a hang."""
+    every_s, started, stop = float(os.environ.get("PROGRESS_EVERY", "20")), time.monotonic(), threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            print(f"   still {what}: {time.monotonic() - started:.0f} s", flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def apt_install(packages: list[str]) -> None:
     if os.geteuid() != 0:
         raise SystemExit(f"compose-e2e: install the Debian packages {' '.join(packages)} (needs root)")
@@ -37,7 +59,8 @@ def apt_install(packages: list[str]) -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for command in (["apt-get", "update", "-qq"],
                     ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]):
-        done = run(command, env=env)
+        with heartbeat(" ".join(command[:2])):
+            done = run(command, env=env)
         if done.returncode:
             raise SystemExit(f"compose-e2e: {' '.join(command)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
 
@@ -77,7 +100,8 @@ def image_size(image: str) -> int:
 
 
 def pulled(image: str) -> bool:
-    return run(["docker", "pull", "-q", image], timeout=600).returncode == 0
+    with heartbeat(f"pulling {image}"):
+        return run(["docker", "pull", "-q", image], timeout=600).returncode == 0
 
 
 def compose_default(variable: str, compose_file: Path = COMPOSE_FILE) -> str:
@@ -112,7 +136,8 @@ def local_python_base() -> tuple[str, str, float]:
         return tag, "local, cached", 0.0
     say(f"building the local Python base {tag} with debootstrap (about a minute)")
     started = time.monotonic()
-    done = run(["bash", str(script), tag], timeout=1800)
+    with heartbeat(f"building {tag}"):
+        done = run(["bash", str(script), tag], timeout=1800)
     if done.returncode:
         raise SystemExit(f"compose-e2e: {script} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     return tag, "built locally", time.monotonic() - started
@@ -126,8 +151,9 @@ def local_postgres(python_base: str) -> tuple[str, str, float]:
         return tag, "local, cached", 0.0
     say(f"building the local PostgreSQL image {tag}")
     started = time.monotonic()
-    done = run(["docker", "build", "-q", "-t", tag, "--build-arg", f"BASE_IMAGE={python_base}", str(folder)],
-               timeout=1800, env={**os.environ, "DOCKER_BUILDKIT": "0"})
+    with heartbeat(f"building {tag}"):
+        done = run(["docker", "build", "-q", "-t", tag, "--build-arg", f"BASE_IMAGE={python_base}", str(folder)],
+                   timeout=1800, env={**os.environ, "DOCKER_BUILDKIT": "0"})
     if done.returncode:
         raise SystemExit(f"compose-e2e: building {tag} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     return tag, "built locally", time.monotonic() - started
@@ -185,7 +211,8 @@ def build_images(compose, services: dict[str, str]) -> list[BuiltImage]:
     for service, image in services.items():
         say(f"building {image} (service {service})")
         started = time.monotonic()
-        compose("build", service, timeout=3600, stream=True)
+        with heartbeat(f"building {image}"):   # a RUN step (pip, horovod's compile) may print nothing for minutes
+            compose("build", service, timeout=3600, stream=True)
         built.append(BuiltImage(service, image, round(time.monotonic() - started, 1), image_size(image)))
         say(f"built {image} in {built[-1].seconds:.0f} s, {built[-1].size_bytes / 2**20:.0f} MiB")
     return built

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from stack_helpers import REPO_ROOT
 
 PROGRESS = REPO_ROOT / "scripts" / "progress.sh"
+sys.path.insert(0, str(REPO_ROOT / "scripts" / "compose"))
+import images  # noqa: E402  (scripts/compose/images.py: the compose test's image pulls and builds)
 
 
 def bash(script: str, **env: str) -> subprocess.CompletedProcess:
@@ -79,6 +82,16 @@ def test_a_silent_command_is_never_silent_for_longer_than_the_interval(script):
     longest, lines = longest_silence(script, 2)
     assert sum("still " in line for line in lines) >= 3, lines
     assert longest < 2 + 1.5, (longest, lines)
+
+
+def test_a_quiet_image_build_prints_progress_within_its_interval(monkeypatch, capsys):
+    monkeypatch.setenv("PROGRESS_EVERY", "0.5")
+    with images.heartbeat("building rossmann-forecast-airflow"):
+        time.sleep(2.2)   # beats at 0.5, 1.0, 1.5 and 2.0 s; a loaded machine may lose the last
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 3 and all(line.startswith("   still building rossmann-forecast-airflow: ") for line in lines)
+    time.sleep(0.6)
+    assert capsys.readouterr().out == ""   # it stops with the block
 
 
 def test_the_default_interval_keeps_the_30_s_promise_with_room_to_spare():
