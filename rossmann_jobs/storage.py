@@ -142,12 +142,20 @@ def sha256(uri: str) -> tuple[str, int]:
     return with_retries("read", uri, digest)
 
 
+# The type S3 serves an object with: without one pyarrow says application/octet-stream, and a browser downloads
+# the report's index.html that its presigned link should show.
+CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json", ".csv": "text/csv; charset=utf-8"}
+
+
 def write_bytes(uri: str, data: bytes) -> None:
     """Write one object. On S3 a single PUT is atomic (so retrying it is safe); locally a temp file is renamed."""
     filesys, path = filesystem(uri)
     if is_s3(uri):
+        content_type = CONTENT_TYPES.get(os.path.splitext(path)[1])
+        metadata = {"Content-Type": content_type} if content_type else None
+
         def put() -> None:
-            with filesys.open_output_stream(path) as stream:
+            with filesys.open_output_stream(path, metadata=metadata) as stream:
                 stream.write(data)
         with_retries("write", uri, put)
         return

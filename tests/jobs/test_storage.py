@@ -31,6 +31,18 @@ def test_reader_refuses_uncommitted_output(out_root):
         storage.committed_uri(out_root)
 
 
+def test_s3_objects_carry_the_type_a_browser_needs(s3_bucket, s3_server):
+    """The report's presigned link opens in a browser only if S3 serves index.html as HTML, not as a download."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=s3_server)
+    bucket = s3_bucket.removeprefix("s3://")
+    for name, expected in (("report/index.html", "text/html; charset=utf-8"), ("metrics.json", "application/json"),
+                           ("part-0", "application/octet-stream")):
+        storage.write_bytes(f"{s3_bucket}/out/{name}", b"<html></html>")
+        assert client.head_object(Bucket=bucket, Key=f"out/{name}")["ContentType"] == expected, name
+
+
 def attempt_at(out_root, seconds):
     """An attempt of out_root started `seconds` after a fixed instant."""
     start = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=seconds)
