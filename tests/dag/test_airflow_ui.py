@@ -1,10 +1,14 @@
 """The real Airflow components on loopback (api-server, scheduler, dag-processor, triggerer; LocalExecutor on
 PostgreSQL): a run triggered through the REST API with params and an `airflow backfill create` run of an earlier date,
-both active at once, succeed without interfering; a headless Chromium sees the DAG and its validated trigger form."""
+both active at once, succeed without interfering; a headless Chromium sees the DAG and its validated trigger form,
+and takes the pictures of the DAG's grid and of a run's report (into docs/figures/ with ROSSMANN_UPDATE_FIGURES=1)."""
 from __future__ import annotations
 
 import json
+import os
+import struct
 import urllib.request
+import zlib
 from datetime import datetime
 from pathlib import Path
 
@@ -24,6 +28,7 @@ BACKFILL_DATE = "2015-07-15"   # `airflow backfill create`, at the same time
 REST_RUN_CONF = {**SMALL_RUN_CONF, "raw_drop_timeout_s": 200}
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FIGURES = Path(__file__).resolve().parents[2] / "docs" / "figures"   # the README's and docs' pictures
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +142,9 @@ def test_the_deferred_sensor_resumed_when_the_drop_landed_and_the_report_link_op
     rest = concurrent_runs[RUN_DATE]
     assert rest["tasks"]["wait_for_raw_drop"]["try_number"] == 1 and rest["tasks"]["wait_for_raw_drop"]["state"] == \
         "success"
+    # While it waited, its log said what for, as a first unpause's run for yesterday says it in the UI.
+    status, log = api.call("GET", f"{rest['path']}/taskInstances/wait_for_raw_drop/logs/1?full_content=true")
+    assert status == 200 and f"Waiting for s3://{ui_stack.bucket}/raw/{RUN_DATE}/_SUCCESS" in json.dumps(log), log
     status, body = api.call("GET", f"{rest['path']}/taskInstances/predict/links")
     assert status == 200, body
     links = body["extra_links"]
@@ -146,11 +154,40 @@ def test_the_deferred_sensor_resumed_when_the_drop_landed_and_the_report_link_op
     assert page.count('<img src="data:image/png;base64,') >= 5 and "Rossmann sales forecast" in page
 
 
-def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_path):
+def png_size_and_rows(path: Path) -> tuple[int, int, int]:
+    """(width, height, distinct scanlines) of a PNG, read with zlib only: a blank or half-rendered page has few."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    width, height, depth, colour = struct.unpack(">IIBB", data[16:26])
+    chunks, offset = [], 8
+    while offset < len(data):
+        length, kind = struct.unpack(">I4s", data[offset:offset + 8])
+        if kind == b"IDAT":
+            chunks.append(data[offset + 8:offset + 8 + length])
+        offset += 12 + length
+    pixels = zlib.decompress(b"".join(chunks))
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colour]
+    stride = 1 + width * channels * depth // 8     # each scanline starts with its filter byte
+    rows = {pixels[i + 1:i + stride] for i in range(0, len(pixels), stride)}
+    return width, height, len(rows)
+
+
+def save_figure(driver, name: str, tmp_path: Path) -> Path:
+    """The page as a PNG: into docs/figures/ when ROSSMANN_UPDATE_FIGURES=1 (to commit), else the test's tmp dir."""
+    folder = FIGURES if os.environ.get("ROSSMANN_UPDATE_FIGURES") == "1" else tmp_path
+    path = folder / name
+    assert driver.save_screenshot(str(path)), f"no screenshot for {path}"
+    width, height, rows = png_size_and_rows(path)
+    assert width >= 800 and height >= 600 and rows >= 100, (f"{path}: {width} x {height} px with {rows} distinct "
+                                                            "rows: a blank or half-drawn page")
+    return path
+
+
+def test_headless_browser_sees_the_dag_its_trigger_form_grid_and_report(ui_stack, api, concurrent_runs, tmp_path):
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         pytest.fail("Debian's chromium and chromium-driver are required: apt-get install chromium chromium-driver")
     from selenium import webdriver
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
@@ -197,6 +234,24 @@ def test_headless_browser_sees_the_dag_and_its_trigger_form(ui_stack, api, tmp_p
             assert title in form, f"trigger form lacks the {title!r} param"
         assert "Backfill" in form  # the same dialog offers backfills over a date range
         driver.save_screenshot(str(tmp_path / "trigger_form.png"))
+
+        # The grid of both finished runs (the DAG page's default view), for docs/figures/dag_grid.png.
+        driver.get(f"{ui_stack.url}/dags/{DAG_ID}")
+        wait.until(lambda d: "publish_scores" in d.find_element(By.TAG_NAME, "body").text)
+        try:   # the grid's run bars link to their runs; drawn a moment after the task names
+            WebDriverWait(driver, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "a[href*='/runs/']")) >= 2)
+        except TimeoutException:
+            pass   # a page drawn otherwise: save_figure still refuses a blank one
+        save_figure(driver, "dag_grid.png", tmp_path)
+
+        # The report the predict task's "Forecast report" link opens, for docs/figures/forecast_report.png.
+        links = api.call("GET", f"{concurrent_runs[RUN_DATE]['path']}/taskInstances/predict/links")[1]["extra_links"]
+        driver.set_window_size(1000, 1400)
+        driver.get(links["Forecast report"])
+        wait.until(lambda d: "Rossmann sales forecast" in d.find_element(By.TAG_NAME, "body").text)
+        wait.until(lambda d: d.execute_script(
+            "return Array.from(document.images).every(image => image.complete && image.naturalWidth > 0)"))
+        save_figure(driver, "forecast_report.png", tmp_path)
     finally:
         driver.quit()
 
