@@ -31,16 +31,7 @@ from rossmann_jobs import storage
 from rossmann_jobs.features.drop_settings import UNVERIFIED_DROP_WARNING
 from rossmann_jobs.features.raw_schemas import TEST as RAW_TEST
 from rossmann_jobs.features.recent_level import LEAD_COL
-from rossmann_jobs.features.spec import (
-    CATEGORICAL_COLS,
-    FEATURE_COLS,
-    LABEL_COL,
-    METADATA_FILE,
-    REJECTED_DIR,
-    TEST_DIR,
-    TRAIN_DIR,
-    VALIDATION_DIR,
-)
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, LABEL_COL
 from rossmann_jobs.features.validate import read_text_csv
 from rossmann_jobs.forecast import metrics, quantiles, report, score_records
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast, baseline_quantiles
@@ -83,15 +74,21 @@ from rossmann_jobs.forecast.submission import (
     csv_bytes,
 )
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
-from rossmann_jobs.model_files import ARTIFACT_PATH, open_model
+from rossmann_jobs.model_files import ARTIFACT_PATH
+from rossmann_jobs.model_store import open_model
 from rossmann_jobs.model_trust import ModelRefusedError
 from rossmann_jobs.output_layout import (
+    METADATA_FILE,
     PREDICTIONS_DIR,
     QUANTILES_FILE,
+    REJECTED_DIR,
     REPORT_PAGE,
     SCORES_SUMMARY_FILE,
     SUBMISSION_FILE,
+    TEST_DIR,
+    TRAIN_DIR,
     TRAIN_METRICS_FILE,
+    VALIDATION_DIR,
 )
 from rossmann_jobs.spark_session import run_job, timed
 
@@ -348,8 +345,7 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
     artifact_uri, metadata_uri = storage.join(model_attempt, ARTIFACT_PATH), storage.join(features_attempt,
                                                                                           METADATA_FILE)
     artifact, metadata = source.artifact, storage.read_json(metadata_uri)
-    metrics_uri = storage.join(model_attempt, TRAIN_METRICS_FILE)
-    training_metrics = storage.read_json(metrics_uri) if storage.exists(metrics_uri) else None
+    training_metrics = source.training_metrics()
     log.info("model %s, features %s, out %s", model_attempt, features_attempt, out_uri)
 
     for uri, document in ((artifact_uri, artifact), (metadata_uri, metadata)):

@@ -23,8 +23,9 @@ import sys
 from typing import Any
 
 from rossmann_jobs import storage
-from rossmann_jobs.model_files import ModelSource, read_weights
+from rossmann_jobs.model_files import read_weights
 from rossmann_jobs.model_files import write_model as write_model_files
+from rossmann_jobs.model_store import ModelSource
 from rossmann_jobs.model_trust import DIGESTS_KEY, ModelRefusedError
 from rossmann_jobs.output_layout import TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
 from rossmann_jobs.spark_session import run_job, timed

@@ -17,7 +17,7 @@ import pytest
 from rossmann_jobs import storage
 from rossmann_jobs.features import split
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
-from rossmann_jobs.model_files import open_model
+from rossmann_jobs.model_store import open_model
 from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
 from rossmann_jobs.prepare import run_prepare
 from rossmann_jobs.synth.cli import land

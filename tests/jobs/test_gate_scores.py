@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, TRAIN_DIR, VALIDATION_DIR
-from rossmann_jobs.model_files import open_model
+from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
+from rossmann_jobs.model_store import open_model
 from rossmann_jobs.model_trust import STORAGE_ROOT_ENV, encode_digests
+from rossmann_jobs.output_layout import TRAIN_DIR, VALIDATION_DIR
 from rossmann_jobs.training.feature_set import load_feature_set
 from rossmann_jobs.training.params import TrainParams
 from tests.jobs.feature_fixtures import VOCAB_SIZES, write_features
