@@ -63,18 +63,16 @@ from rossmann.alerts import task_failure_alert
 from rossmann.pools import SPARK_POOL
 from rossmann.sensors import RawDropSensor
 from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator, jobs_aws_conn_id
-from rossmann.uris import forecast_pointer_uri
+from rossmann.uris import forecast_pointer_uri, scores_summary_uri
 from rossmann_jobs.features.drop_settings import (
     ALLOW_UNVERIFIED_DROP,
     DEFAULT_MAX_STALENESS_DAYS,
     MAX_STALENESS_DAYS_LIMIT,
 )
 from rossmann_jobs.forecast.score_records import BIAS_ALERT_THRESHOLD
-from rossmann_jobs.output_layout import configured_bucket
 
-BUCKET = configured_bucket()
-FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri(BUCKET))
-SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=f"s3://{BUCKET}/forecast/scores/summary.json")
+FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri())
+SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=scores_summary_uri())
 DEFAULT_JOBS_ROOT = str(Path(__file__).resolve().parents[1])
 JOBS_ROOT = "{{ var.value.get('rossmann_jobs_root', '%s') }}" % DEFAULT_JOBS_ROOT
 PY_FILES = "{{ var.value.get('rossmann_py_files', '') }}"
@@ -188,13 +186,13 @@ def rossmann_forecast():
     @task
     def plan_run(params=None, dag_run=None, logical_date=None) -> dict[str, str]:
         """Run-scoped URIs from the as-of date (param, else logical date, else run date) and the run id."""
-        from rossmann.uris import plan_run_uris
+        from rossmann.uris import configured_run_uris
 
         if params["as_of"]:
             as_of = date.fromisoformat(params["as_of"])
         else:
             as_of = (logical_date or dag_run.run_after).date()
-        return plan_run_uris(BUCKET, as_of, dag_run.run_id)
+        return configured_run_uris(as_of, dag_run.run_id)
 
     @task
     def find_champion(plan: dict[str, str], params=None) -> dict:

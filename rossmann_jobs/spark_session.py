@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
-from rossmann_jobs.job_protocol import BAD_INPUT_EXIT_CODE, failure_line
+from rossmann_jobs.job_protocol import BAD_INPUT_EXIT_CODE, configure_logging, failure_line
 from rossmann_jobs.storage import s3_endpoint
 
 log = logging.getLogger("rossmann")
@@ -57,17 +57,6 @@ S3A_RETRY_CONF = {
     "spark.hadoop.fs.s3a.connection.establish.timeout": "5000",
     "spark.hadoop.fs.s3a.connection.timeout": "60000",
 }
-
-
-def configure_logging() -> None:
-    logging.basicConfig(
-        level=os.environ.get("ROSSMANN_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
-    # py4j logs every callback-server reconnect with a traceback at INFO; only its warnings matter to us.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def s3a_conf() -> dict[str, str]:

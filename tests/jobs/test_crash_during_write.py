@@ -10,7 +10,7 @@ import pytest
 from fixtures.tiny_drop import tiny_drop, write_drop
 from job_process import JobProcess
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import METADATA_FILE
+from rossmann_jobs.output_layout import METADATA_FILE
 
 pytestmark = pytest.mark.slow
 

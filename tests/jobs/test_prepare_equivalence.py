@@ -10,7 +10,8 @@ import pytest
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import point_in_time, split
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, METADATA_FILE, SEED_CONTINUOUS_COLS
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, SEED_CONTINUOUS_COLS
+from rossmann_jobs.output_layout import METADATA_FILE
 
 pytestmark = pytest.mark.slow
 
