@@ -42,7 +42,7 @@ from rossmann_jobs import storage  # noqa: E402
 from rossmann_jobs.model_trust import STORAGE_ROOT_ENV  # noqa: E402
 from rossmann_jobs.synth.cli import generate, land  # noqa: E402
 from rossmann_jobs.synth.dataset import SynthConfig  # noqa: E402
-from rossmann_jobs.synth.forecast_score import horizon_truth, score_forecast, score_predictions  # noqa: E402
+from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_predictions  # noqa: E402
 from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams  # noqa: E402
 
 QUALITY_BAR = 1.10   # issue 16: the forecast within 10 % of the point-in-time floor

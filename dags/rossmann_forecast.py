@@ -69,7 +69,7 @@ from rossmann_jobs.features.drop_settings import (
     DEFAULT_MAX_STALENESS_DAYS,
     MAX_STALENESS_DAYS_LIMIT,
 )
-from rossmann_jobs.forecast.score_records import BIAS_ALERT_THRESHOLD
+from rossmann_jobs.forecast_scores.score_records import BIAS_ALERT_THRESHOLD
 
 FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri())
 SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=scores_summary_uri())
@@ -248,9 +248,9 @@ def rossmann_forecast():
         """Write the list of published forecasts this run's drop can score; its URI, None (skip) when empty."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann import scoring
+        from rossmann import scoring_tasks
 
-        return scoring.find_forecasts_to_score(S3Hook(aws_conn_id="aws_default"), plan)
+        return scoring_tasks.find_forecasts_to_score(S3Hook(aws_conn_id="aws_default"), plan)
 
     @task(outlets=[SCORES_ASSET])
     def publish_scores(plan: dict[str, str], params=None, outlet_events=None, **context) -> dict:
@@ -258,9 +258,9 @@ def rossmann_forecast():
         scores asset's extra; posts a drift alert when the last 14 days show bias or a loss to the baseline."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann import scoring
+        from rossmann import scoring_tasks
 
-        compact = scoring.publish_scores(S3Hook(aws_conn_id="aws_default"), plan,
+        compact = scoring_tasks.publish_scores(S3Hook(aws_conn_id="aws_default"), plan,
                                          float(params["bias_alert_threshold"]), context)
         outlet_events[SCORES_ASSET].extra = compact
         return compact

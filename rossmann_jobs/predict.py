@@ -33,7 +33,7 @@ from rossmann_jobs.features.raw_schemas import TEST as RAW_TEST
 from rossmann_jobs.features.recent_level import LEAD_COL
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, LABEL_COL
 from rossmann_jobs.features.validate import read_text_csv
-from rossmann_jobs.forecast import metrics, quantiles, report, score_records
+from rossmann_jobs.forecast import metrics, quantiles, report
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast, baseline_quantiles
 from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel
 from rossmann_jobs.forecast.inputs import (
@@ -74,6 +74,7 @@ from rossmann_jobs.forecast.submission import (
     csv_bytes,
 )
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
+from rossmann_jobs.forecast_scores import score_records
 from rossmann_jobs.model_files import ARTIFACT_PATH
 from rossmann_jobs.model_store import open_model
 from rossmann_jobs.model_trust import ModelRefusedError

@@ -152,7 +152,7 @@ def html_table(rows: list[tuple[str, Any]]) -> str:
 
 def over_time_plot(entries: list[dict[str, Any]]) -> bytes:
     """exp-RMSPE of each scored forecast (score summary entries) by its as-of date, model vs baseline."""
-    from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
+    from rossmann_jobs.forecast_scores.score_records import BASELINE_RMSPE, MODEL_RMSPE
 
     figure, axis = plt.subplots(figsize=(10, 4.5), constrained_layout=True)
     days = [date.fromisoformat(e["as_of"]) for e in entries]
@@ -170,7 +170,7 @@ def over_time_plot(entries: list[dict[str, Any]]) -> bytes:
 
 def accuracy_table(entries: list[dict[str, Any]]) -> str:
     """One row per score summary entry: which forecast, scored with which drop, model vs baseline."""
-    from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
+    from rossmann_jobs.forecast_scores.score_records import BASELINE_RMSPE, MODEL_RMSPE
 
     header = "".join(f"<th>{name}</th>" for name in ("as of", "run", "status", "scored with drop", "days", "rows",
                                                      "model exp-RMSPE", "baseline exp-RMSPE"))

@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "generate":
             generate(args.out, config, args.truth_out)
         elif args.command == "score":
-            from rossmann_jobs.synth.forecast_score import score_predictions
+            from rossmann_jobs.synth.truth_scores import score_predictions
 
             print(json.dumps(score_predictions(build_dataset(config), args.as_of, args.raw, args.predictions)))
         else:

@@ -179,7 +179,7 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
 
 def test_the_report_shows_only_scores_known_by_its_as_of_date():
     """A backfill's report (as of D) must not show accuracy measured with actuals that arrived after D."""
-    from rossmann_jobs.forecast.score_records import scored_as_of
+    from rossmann_jobs.forecast_scores.score_records import scored_as_of
 
     summary = {"forecasts": {"a": _scored("2015-07-20", "2015-07-30", 0.1),
                              "b": _scored("2015-07-10", "2015-07-12", 0.2),

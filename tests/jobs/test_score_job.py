@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 from rossmann_jobs import score, storage
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import parse_columns
-from rossmann_jobs.forecast import score_records, score_report, scoring
-from rossmann_jobs.forecast.score_records import (
+from rossmann_jobs.forecast_scores import score_records, score_report, scoring
+from rossmann_jobs.forecast_scores.score_records import (
     ScoringInputError,
     median_ratio_by_lead_week,
     merge_summary,
