@@ -200,18 +200,19 @@ def rossmann_forecast():
         and, with the warm_start param, to start from."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann.steps import find_champion as champion_as_of
+        from rossmann import forecast_tasks
 
-        return champion_as_of(S3Hook(aws_conn_id="aws_default"), plan, warm_start=bool(params["warm_start"]))
+        return forecast_tasks.find_champion(S3Hook(aws_conn_id="aws_default"), plan,
+                                            warm_start=bool(params["warm_start"]))
 
     @task
     def read_train_metrics(plan: dict[str, str]) -> dict:
         """The committed model's metrics.json, reduced to the numbers the gate and the UI need."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann.steps import scored_model
+        from rossmann import forecast_tasks
 
-        return scored_model(S3Hook(aws_conn_id="aws_default"), plan)
+        return forecast_tasks.scored_model(S3Hook(aws_conn_id="aws_default"), plan)
 
     # One gate at a time across runs (the record and pointer writes are compare-and-sets as well, for what this
     # scheduler does not see: rossmann/outputs.py compare_and_set_json).
@@ -221,11 +222,11 @@ def rossmann_forecast():
         date, on the same rows; predict uses the champion as of the date after the decision."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann.steps import apply_quality_gate
+        from rossmann import forecast_tasks
 
-        return apply_quality_gate(S3Hook(aws_conn_id="aws_default"), plan, metrics,
-                                  float(params["promotion_tolerance"]), dag_run.run_id,
-                                  baseline_tolerance=float(params["baseline_tolerance"]))
+        return forecast_tasks.apply_quality_gate(S3Hook(aws_conn_id="aws_default"), plan, metrics,
+                                                 float(params["promotion_tolerance"]), dag_run.run_id,
+                                                 baseline_tolerance=float(params["baseline_tolerance"]))
 
     # One publication at a time across runs: the pointer's read-compare-write must not interleave.
     @task(outlets=[FORECAST_ASSET], max_active_tis_per_dag=1)
@@ -234,9 +235,10 @@ def rossmann_forecast():
         is there: a backfill) and emit the asset event (extra "latest": whether the pointer holds this one)."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann import steps
+        from rossmann import forecast_tasks
 
-        forecast, latest = steps.publish_forecast(S3Hook(aws_conn_id="aws_default"), plan, gate, dag_run.run_id)
+        forecast, latest = forecast_tasks.publish_forecast(S3Hook(aws_conn_id="aws_default"), plan, gate,
+                                                           dag_run.run_id)
         outlet_events[FORECAST_ASSET].extra = {**{key: forecast[key] for key in
                                                   ("as_of", "run_id", "submission_uri", "report_uri")},
                                                "latest": latest}

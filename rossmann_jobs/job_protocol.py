@@ -1,7 +1,7 @@
 """How a job and its Airflow task talk: job names, the bad-input exit, one log format. Standard library only.
 
 A known input or feature error, or Spark running out of memory, cannot be fixed by running the same task again, so
-the job (spark_session.run_job) logs one `<job> failed: <reason>` line as its last and exits with
+the job (job_runner.run_job) logs one `<job> failed: <reason>` line as its last and exits with
 BAD_INPUT_EXIT_CODE; the operator (plugins/rossmann/spark_submit.py) then fails the task without retries, with that
 line as the reason. Any other exit status keeps Airflow's retry policy.
 """

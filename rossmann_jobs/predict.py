@@ -33,7 +33,7 @@ from rossmann_jobs.features.raw_schemas import TEST as RAW_TEST
 from rossmann_jobs.features.recent_level import LEAD_COL
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, LABEL_COL
 from rossmann_jobs.features.validate import read_text_csv
-from rossmann_jobs.forecast import metrics, quantiles, report
+from rossmann_jobs.forecast import metrics, quantiles, report_page
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast, baseline_quantiles
 from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel
 from rossmann_jobs.forecast.inputs import (
@@ -75,6 +75,7 @@ from rossmann_jobs.forecast.submission import (
 )
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
 from rossmann_jobs.forecast_scores import score_records
+from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.model_files import ARTIFACT_PATH
 from rossmann_jobs.model_store import open_model
 from rossmann_jobs.model_trust import ModelRefusedError
@@ -91,7 +92,6 @@ from rossmann_jobs.output_layout import (
     TRAIN_METRICS_FILE,
     VALIDATION_DIR,
 )
-from rossmann_jobs.spark_session import run_job, timed
 
 log = logging.getLogger("rossmann.predict")
 
@@ -269,7 +269,7 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
                  gate_decision: str, levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS) -> None:
     """Aggregate in Spark, plot the small results on the driver, write the one self-contained index.html."""
     store_totals = metrics.per_store(validation).toPandas()
-    chosen = report.pick_stores(store_totals)
+    chosen = report_page.pick_stores(store_totals)
     daily = metrics.daily_totals(validation, [ACTUAL_COL, FORECAST_COL]).toPandas()
     by_store = metrics.daily_totals(validation.filter(F.col("StoreId").isin(chosen)), [ACTUAL_COL, FORECAST_COL],
                                     by=["StoreId"]).toPandas()
@@ -285,12 +285,12 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
     fan = (test.filter(F.col("StoreId").isin(chosen) & is_forecast())
            .select("StoreId", "Date", *dict.fromkeys([low, mid, high])).toPandas().rename(columns=short))
     fan_actuals = validation.filter(F.col("StoreId").isin(chosen)).select("StoreId", "Date", ACTUAL_COL).toPandas()
-    plots = [("Validation window: forecast vs actual, all stores", report.overall_plot(daily, validation_rmspe)),
-             ("Validation window: forecast vs actual, selected stores", report.stores_plot(by_store, store_rmspe)),
-             ("Forecast horizon", report.horizon_plot(horizon)),
+    plots = [("Validation window: forecast vs actual, all stores", report_page.overall_plot(daily, validation_rmspe)),
+             ("Validation window: forecast vs actual, selected stores", report_page.stores_plot(by_store, store_rmspe)),
+             ("Forecast horizon", report_page.horizon_plot(horizon)),
              (f"Forecast horizon: {short[low]}-{short[high]} fan, selected stores",
-              report.fan_chart(fan_actuals, fan, short[low], short.get(mid, mid), short[high]))]
-    page = report.forecast_page("Rossmann sales forecast", run_metrics, plots, worst.head(WORST_STORES), info,
+              report_page.fan_chart(fan_actuals, fan, short[low], short.get(mid, mid), short[high]))]
+    page = report_page.forecast_page("Rossmann sales forecast", run_metrics, plots, worst.head(WORST_STORES), info,
                                 gate_decision=gate_decision or None, **context)
     storage.write_bytes(report_uri, page.encode("utf-8"))
 

@@ -78,8 +78,9 @@ from rossmann_jobs.features.validate import (
     parse_header,
     read_text_csv,
 )
+from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.output_layout import METADATA_FILE, REJECTED_DIR
-from rossmann_jobs.spark_session import concurrently, materialized, release, run_job, timed
+from rossmann_jobs.spark_session import concurrently, materialized, release
 
 log = logging.getLogger("rossmann.prepare")
 

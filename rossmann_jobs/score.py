@@ -33,8 +33,8 @@ from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST
 from rossmann_jobs.forecast_scores import score_records, score_report, scoring
 from rossmann_jobs.forecast_scores.score_records import RECENT_WINDOW_DAYS, ScoringInputError
+from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE
-from rossmann_jobs.spark_session import run_job, timed
 
 log = logging.getLogger("rossmann.score")
 

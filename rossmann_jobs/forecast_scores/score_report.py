@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from rossmann_jobs.forecast.report import accuracy_table, embedded_png, html_table, over_time_plot, page, plt, png_bytes
+from rossmann_jobs.forecast.report_page import (
+    accuracy_table,
+    embedded_png,
+    html_table,
+    over_time_plot,
+    page,
+    plt,
+    png_bytes,
+)
 from rossmann_jobs.forecast_scores.score_records import (
     BASELINE_COVERAGE,
     BASELINE_MEDIAN_RATIO,

@@ -12,7 +12,7 @@ from typing import Sequence
 from rossmann_jobs import storage
 from rossmann_jobs.features.drop_manifest import DROP_MARKER, manifest_bytes
 from rossmann_jobs.job_protocol import configure_logging
-from rossmann_jobs.spark_session import timed
+from rossmann_jobs.job_runner import timed
 from rossmann_jobs.synth.dataset import (
     DEFAULT_SEED,
     DEFAULT_SIGMA,

@@ -3,12 +3,12 @@
 data set the drop came from (deterministic), reads the predict job's committed output (submission.csv and the naive
 seasonal baseline in predictions/) and prints exp-RMSPE against the hidden Sales of the drop's test.csv rows (Sales
 > 0): the model, the naive baseline, the noise floor (the noise-free expected sales) and the point-in-time floor
-(the expected sales as known on D, synth/point_in_time.py). score_quantiles scores quantile forecasts the same way:
-P10-P90 coverage and weighted quantile loss (as forecast_scores/scoring.py defines them), beside the exact quantiles
-of the generated sales (the noise is log-normal: Sales = expected x exp(eps), eps ~ N(0, sigma^2), so the q quantile
-is expected x exp(sigma z_q), rounding aside), and beside the same noise around the point-in-time expectation: the
-interval of a forecast that knows all that D knows and only the noise's spread (not how far the weather and the
-trend may move after D), so it shows how much of a miss is the horizon's unknowable drift.
+(the expected sales as known on D, synth/point_in_time_floor.py). score_quantiles scores quantile forecasts the same
+way: P10-P90 coverage and weighted quantile loss (as forecast_scores/scoring.py defines them), beside the exact
+quantiles of the generated sales (the noise is log-normal: Sales = expected x exp(eps), eps ~ N(0, sigma^2), so the
+q quantile is expected x exp(sigma z_q), rounding aside), and beside the same noise around the point-in-time
+expectation: the interval of a forecast that knows all that D knows and only the noise's spread (not how far the
+weather and the trend may move after D), so it shows how much of a miss is the horizon's unknowable drift.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import pandas as pd
 
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.output_layout import PREDICTIONS_DIR, SUBMISSION_FILE
-from rossmann_jobs.synth.point_in_time import point_in_time_expected
+from rossmann_jobs.synth.point_in_time_floor import point_in_time_expected
 from rossmann_jobs.synth.truth import exp_rmspe
 
 

@@ -22,7 +22,7 @@ from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, 
 from rossmann_jobs.model_store import ModelSource, open_model
 from rossmann_jobs.model_trust import IncompatibleModelError
 from rossmann_jobs.training.feature_set import FeatureSet
-from rossmann_jobs.training.splits import read_files
+from rossmann_jobs.training.prepared_files import read_files
 
 log = logging.getLogger("rossmann.train")
 

@@ -149,7 +149,7 @@ def test_the_baseline_window_ends_before_the_validation_window_prepare_recorded(
     import dataclasses
 
     from rossmann_jobs.training.gate_scores import validation_window_start
-    from rossmann_jobs.training.splits import read_files
+    from rossmann_jobs.training.prepared_files import read_files
 
     validation = read_files(spark, dated.validation_files)
     recorded = dataclasses.replace(dated, metadata={**dated.metadata,

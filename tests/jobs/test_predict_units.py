@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 import predict_fixtures
 from rossmann_jobs import model_files
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
-from rossmann_jobs.forecast import metrics, model_cache, report
+from rossmann_jobs.forecast import metrics, model_cache, report_page
 from rossmann_jobs.forecast.inference import forecast_batches, predict_log_sales
 from rossmann_jobs.forecast.inputs import ForecastInputError, check_values
 from rossmann_jobs.forecast.open_rule import OPEN_STATUS_COL, with_open_status
@@ -114,8 +114,8 @@ def test_check_values_names_file_column_and_example_rows(spark):
 
 def test_pick_stores_spreads_over_sales_range():
     totals = pd.DataFrame({"StoreId": range(1, 11), "SalesActual": [float(v) for v in range(100, 0, -10)]})
-    assert report.pick_stores(totals, count=4) == [1, 4, 7, 10]
-    assert report.pick_stores(totals.head(3), count=4) == [1, 2, 3]
+    assert report_page.pick_stores(totals, count=4) == [1, 4, 7, 10]
+    assert report_page.pick_stores(totals.head(3), count=4) == [1, 2, 3]
 
 
 class _ImageSources(html.parser.HTMLParser):
@@ -147,9 +147,10 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     horizon = pd.DataFrame({"Date": days, "SalesForecast": [9.0, 0, 8, 7, 9], "OpenStores": [3, 0, 3, 3, 2]})
     ahead = pd.DataFrame({"Date": pd.date_range("2014-08-06", periods=3).date, "P50": [6.0, 6.5, 7.0]})
     fan = pd.concat([ahead.assign(StoreId=s, P10=ahead["P50"] * 0.9, P90=ahead["P50"] * 1.2) for s in (3, 7)])
-    plots = [("overall", report.overall_plot(daily, 0.12)), ("stores", report.stores_plot(by_store, {3: 0.1})),
-             ("horizon", report.horizon_plot(horizon)),
-             ("fan", report.fan_chart(by_store, fan, "P10", "P50", "P90"))]
+    plots = [("overall", report_page.overall_plot(daily, 0.12)),
+             ("stores", report_page.stores_plot(by_store, {3: 0.1})),
+             ("horizon", report_page.horizon_plot(horizon)),
+             ("fan", report_page.fan_chart(by_store, fan, "P10", "P50", "P90"))]
     worst = pd.DataFrame({"StoreId": [7], "rmspe": [0.3]})
     metrics_rows = [("validation exp-RMSPE", 0.1234), ("horizon", {"start": "2015-08-01", "end": "2015-09-17"}),
                     ("validation window", ["2014-08-02", "2014-09-17"])]
@@ -160,7 +161,7 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
                                 "champion_model_uri": "s3://b/models/champions/x"}}
     accuracy = [_scored("2015-07-20", "2015-07-30", 0.1844), _scored("2015-07-25", "2015-07-30", 0.1955)]
 
-    full = report.forecast_page("t<1>", metrics_rows, plots, worst, [("artifact: x", "<b>")], training,
+    full = report_page.forecast_page("t<1>", metrics_rows, plots, worst, [("artifact: x", "<b>")], training,
                                 "s3://b/run/model/a1/metrics.json", "promoted <beats both>", accuracy)
     images = _page_images(full)
     # gate comparison, training curves, the 3 validation/horizon plots, the fan chart, accuracy over time
@@ -171,7 +172,7 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
         assert text in full, text
     assert "src=\"validation" not in full and ".png\"" not in full, "no image is referenced by path"
 
-    bare = report.forecast_page("t", metrics_rows, plots, worst, [], None, "s3://b/m/metrics.json", None, [])
+    bare = report_page.forecast_page("t", metrics_rows, plots, worst, [], None, "s3://b/m/metrics.json", None, [])
     assert len(_page_images(bare)) == 4
     assert "holds no gate scores" in bare and "No earlier forecast has been scored" in bare
     assert "Training curves" not in bare

@@ -88,7 +88,7 @@ def test_prepare_without_memory_to_spill_fails_fast_naming_step_sizing_and_setti
 
 
 def test_only_out_of_memory_errors_get_the_sizing_message():
-    from rossmann_jobs.spark_session import memory_error
+    from rossmann_jobs.job_runner import memory_error
 
     conf = {"spark.master": "local[2]", "spark.driver.memory": "2g", "spark.app.name": "rossmann-prepare"}
     assert memory_error("prepare", RuntimeError("Connection refused: s3"), conf, ["prepare"]) is None

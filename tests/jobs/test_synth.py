@@ -16,8 +16,8 @@ import pytest
 
 from rossmann_jobs import storage
 from rossmann_jobs.synth import cli
-from rossmann_jobs.synth.calendar import days_since_event, days_until_event, easter_sunday
 from rossmann_jobs.synth.dataset import SynthConfig, build_dataset
+from rossmann_jobs.synth.dataset_calendar import days_since_event, days_until_event, easter_sunday
 from rossmann_jobs.synth.stores import scaled_counts
 from rossmann_jobs.synth.truth import exp_rmspe, theoretical_floor, validation_window
 

@@ -217,7 +217,7 @@ def forecast_page(title: str, run_metrics: list[tuple[str, Any]], validation_plo
                          f"<p>{html.escape(format_value(training_uri))} holds no gate scores.</p>"))
     history = (training or {}).get("epochs")
     if history:
-        from rossmann_jobs.training.report import training_curves_png
+        from rossmann_jobs.training.train_outputs import training_curves_png
 
         sections.append(("Training curves", embedded_png(training_curves_png(history, training.get("best_epoch")),
                                                          "loss and exp-RMSPE per epoch, train vs validation")))
