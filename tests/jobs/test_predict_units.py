@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import base64
-import html.parser
 import math
 from datetime import date, timedelta
 
@@ -12,6 +11,7 @@ import pytest
 from pyspark.sql import types as T
 
 import predict_fixtures
+from report_html import ReportPage
 from rossmann_jobs import model_files
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
 from rossmann_jobs.forecast import metrics, model_cache, report_page
@@ -118,18 +118,8 @@ def test_pick_stores_spreads_over_sales_range():
     assert report_page.pick_stores(totals.head(3), count=4) == [1, 2, 3]
 
 
-class _ImageSources(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.sources = []
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "img":
-            self.sources.append(dict(attrs)["src"])
-
-
 def _page_images(page: str) -> list[bytes]:
-    parser = _ImageSources()
+    parser = ReportPage()
     parser.feed(page)
     assert all(src.startswith("data:image/png;base64,") for src in parser.sources), "every image is embedded"
     return [base64.b64decode(src.split(",", 1)[1]) for src in parser.sources]
