@@ -198,9 +198,11 @@ th,td{{border:1px solid #ccc;padding:4px 10px;text-align:left}}img{{max-width:10
 
 def forecast_page(title: str, run_metrics: list[tuple[str, Any]], validation_plots: list[tuple[str, bytes]],
                   worst_stores: pd.DataFrame, model_info: list[tuple[str, Any]], training: dict[str, Any] | None,
-                  training_uri: str | None, gate_decision: str | None, accuracy: list[dict[str, Any]]) -> str:
+                  training_uri: str | None, gate_decision: str | None, accuracy: list[dict[str, Any]],
+                  training_curves: bytes | None = None) -> str:
     """The forecast report: run metrics, the quality gate's comparison and the training curves of the run's model
-    (`training`: its metrics.json), the validation and horizon plots, the accuracy of earlier forecasts scored by
+    (`training`: its metrics.json; `training_curves`: the PNG its train job drew, else drawn here from the
+    epochs), the validation and horizon plots, the accuracy of earlier forecasts scored by
     the as-of date (`accuracy`: score summary entries), the worst stores and the model's facts."""
     sections = [("Run metrics", html_table(run_metrics))]
     scores = (training or {}).get("gate_scores")
@@ -216,7 +218,10 @@ def forecast_page(title: str, run_metrics: list[tuple[str, Any]], validation_plo
         sections.append(("Model selection (quality gate)",
                          f"<p>{html.escape(format_value(training_uri))} holds no gate scores.</p>"))
     history = (training or {}).get("epochs")
-    if history:
+    if training_curves:
+        sections.append(("Training curves", embedded_png(training_curves,
+                                                         "loss and exp-RMSPE per epoch, train vs validation")))
+    elif history:   # a metrics.json without the train job's PNG beside it
         from rossmann_jobs.training.train_outputs import training_curves_png
 
         sections.append(("Training curves", embedded_png(training_curves_png(history, training.get("best_epoch")),

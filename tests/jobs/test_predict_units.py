@@ -168,6 +168,25 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     assert "Training curves" not in bare
 
 
+def test_the_report_embeds_the_train_jobs_own_curves_instead_of_drawing_them(tmp_path):
+    """The training curves the train job drew (training_curves.png beside its metrics.json) are reused as they are."""
+    from rossmann_jobs.forecast.forecast_report import read_report_context
+    from rossmann_jobs.training.train_outputs import training_curves_png
+
+    history = [{"epoch": e, "train_loss": 1 / e, "val_loss": 1.1 / e, "train_exp_rmspe": 0.5 / e,
+                "val_exp_rmspe": 0.6 / e} for e in (1, 2)]
+    drawn = training_curves_png(history, 2)
+    attempt = tmp_path / "model" / "attempts" / "a"
+    attempt.mkdir(parents=True)
+    (attempt / "training_curves.png").write_bytes(drawn)
+    training = {"epochs": history, "best_epoch": 2}
+    context = read_report_context("", "", date(2015, 7, 31), training, str(attempt))
+    assert context["training_curves"] == drawn
+    page = report_page.forecast_page("t", [], [], pd.DataFrame({"StoreId": [], "rmspe": []}), [], **context,
+                                     gate_decision=None)
+    assert _page_images(page) == [drawn]
+
+
 def test_the_report_shows_only_scores_known_by_its_as_of_date():
     """A backfill's report (as of D) must not show accuracy measured with actuals that arrived after D."""
     from rossmann_jobs.forecast_scores.score_records import scored_as_of
