@@ -16,7 +16,7 @@ from rossmann_jobs.model_trust import STORAGE_ROOT_ENV, encode_digests
 from rossmann_jobs.output_layout import TRAIN_DIR, VALIDATION_DIR
 from rossmann_jobs.training.feature_set import load_feature_set
 from rossmann_jobs.training.params import TrainParams
-from tests.jobs.feature_fixtures import VOCAB_SIZES, write_features
+from testkit.feature_fixtures import VOCAB_SIZES, write_features
 from tests.jobs.predict_fixtures import commit_model
 
 SMALL = TrainParams(hidden_units=(16, 8), embedding_dim=3)

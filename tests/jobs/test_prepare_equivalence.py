@@ -47,7 +47,7 @@ def ours(spark, raw_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(spark, raw_dir):
-    from seed_reference import data_preparation
+    from testkit.seed_reference import data_preparation
 
     max_sales, vocab, train_df, test_df = data_preparation(spark, raw_dir)
     return max_sales, vocab, train_df.toPandas(), test_df.toPandas()

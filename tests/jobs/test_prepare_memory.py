@@ -8,12 +8,12 @@ from datetime import date
 import pandas as pd
 import pytest
 
-from job_process import JobProcess, event_log_conf, spilled_bytes
 from rossmann_jobs import storage
 from rossmann_jobs.job_protocol import BAD_INPUT_EXIT_CODE, FAILURE_LINE
 from rossmann_jobs.output_layout import METADATA_FILE, TRAIN_DIR
 from rossmann_jobs.synth.cli import generate
 from rossmann_jobs.synth.dataset import SynthConfig
+from testkit.job_process import JobProcess, event_log_conf, spilled_bytes
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from rossmann_jobs.training import checkpoint, schedule, train_outputs
 from rossmann_jobs.training.feature_set import FeatureDataError, ParquetUnit, load_feature_set, rank_units, scan_files
 from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams
 from rossmann_jobs.training.shard_input import eval_chunks, local_copies, read_unit, shuffled_blocks, steps_per_epoch
-from tests.jobs.feature_fixtures import VOCAB_SIZES, feature_table, write_features
+from testkit.feature_fixtures import VOCAB_SIZES, feature_table, write_features
 
 SMALL = TrainParams(hidden_units=(16, 8), embedding_dim=3)
 
