@@ -35,6 +35,8 @@ REPO = images.REPO
 sys.path.insert(0, str(REPO / "docker"))
 import gen_env  # noqa: E402  (docker/gen_env.py: .env.example with fresh secrets)
 
+from rossmann_jobs.commit_protocol import manifest_uri  # noqa: E402
+
 DAG_ID = "rossmann_forecast"
 PROJECT = "rossmann-e2e"
 IMAGE_TAG = "e2e"
@@ -206,7 +208,7 @@ def probe_identities(endpoint: str, settings: dict[str, str], bucket: str, plan:
         except ClientError as error:
             return error.response["Error"]["Code"]
 
-    manifest_key = plan["model"].removeprefix(f"s3://{bucket}/") + "/_SUCCESS"
+    manifest_key = manifest_uri(plan["model"]).removeprefix(f"s3://{bucket}/")
     return {"lander put raw/": attempt("lander", "put_object", Key="raw/_identity-probe/lander", Body=b"probe"),
             "lander put models/": attempt("lander", "put_object", Key="models/_identity-probe", Body=b"probe"),
             "lander put runs/": attempt("lander", "put_object", Key="runs/_identity-probe", Body=b"probe"),
