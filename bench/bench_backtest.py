@@ -28,12 +28,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts" / "stack"))
 
 import stack as embedded  # noqa: E402
+from rossmann_jobs.forecast_scores.score_records import BASELINE_RMSPE, MODEL_RMSPE  # noqa: E402
 
 JOBS_PYTHON = REPO / ".venvs" / "jobs" / "bin" / "python"
 AIRFLOW = REPO / ".venvs" / "airflow" / "bin" / "airflow"
 AIRFLOW_PYTHON = REPO / ".venvs" / "airflow" / "bin" / "python"
-# The keys of summary.json (rossmann_jobs/forecast/scoring.py; this script runs in the Airflow env, without pyspark).
-MODEL, BASELINE = "model_exp_rmspe", "baseline_exp_rmspe"
+# summary.json's keys, from the module that defines them (standard library only: this script runs in the Airflow env).
+MODEL, BASELINE = MODEL_RMSPE, BASELINE_RMSPE
 
 
 def run_summary(env: dict[str, str], day: str) -> dict:

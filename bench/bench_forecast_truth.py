@@ -11,7 +11,7 @@ horizon (exp-RMSPE over Sales > 0):
   warm start --warm-start-from D0: train `default` cold on the strict drop of D0 (yesterday's champion), then
              fine-tune it on D's features for --warm-epochs (config `warm`), beside `default` cold on D
 Beside them: the noise floor (the noise-free expected sales), the point-in-time floor (expected sales with the
-weather and trend after D replaced by what is known on D, synth/point_in_time.py) and the naive seasonal baseline
+weather and trend after D replaced by what is known on D, synth/point_in_time_floor.py) and the naive seasonal baseline
 that predict writes next to every forecast. Records each job's wall time and each model's epoch curve. Writes
 bench/out/forecast_truth_<N>.json and .png (val curves against training time; test scores against the floors) and
 prints a table. A --workdir is reused: committed steps are not run again.
@@ -42,7 +42,7 @@ from rossmann_jobs import storage  # noqa: E402
 from rossmann_jobs.model_trust import STORAGE_ROOT_ENV  # noqa: E402
 from rossmann_jobs.synth.cli import generate, land  # noqa: E402
 from rossmann_jobs.synth.dataset import SynthConfig  # noqa: E402
-from rossmann_jobs.synth.forecast_score import horizon_truth, score_forecast, score_predictions  # noqa: E402
+from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_predictions  # noqa: E402
 from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams  # noqa: E402
 
 QUALITY_BAR = 1.10   # issue 16: the forecast within 10 % of the point-in-time floor

@@ -32,19 +32,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rossmann_jobs import predict, storage
-from rossmann_jobs.features.spec import (
-    CATEGORICAL_COLS,
-    CONTINUOUS_COLS,
-    FEATURE_COLS,
-    LABEL_COL,
-    METADATA_FILE,
-    TEST_DIR,
-    TRAIN_DIR,
-    VALIDATION_DIR,
-)
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.inference import BroadcastModel, with_log_forecast
-from rossmann_jobs.model_files import open_model
+from rossmann_jobs.model_store import open_model
 from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+from rossmann_jobs.output_layout import METADATA_FILE, TEST_DIR, TRAIN_DIR, VALIDATION_DIR
 from rossmann_jobs.spark_session import build_spark_session
 
 # Real-data vocabulary sizes (known values; the index adds 1 for unknown), from the Rossmann files.

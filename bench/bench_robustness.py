@@ -9,7 +9,7 @@ plus --train-args) and predict. Scores the horizon rows with Sales > 0 against t
   naive      the naive seasonal baseline that predict writes beside every forecast
   LightGBM   a reference trained with pandas on the same prepared train split (early stopping on the validation
              split), predicting the prepared test split; closed days (Open == 0) forecast 0 like predict does
-  floor      the point-in-time floor: the expected sales as known on D (synth/point_in_time.py)
+  floor      the point-in-time floor: the expected sales as known on D (synth/point_in_time_floor.py)
 beside the median horizon bias (median of forecast / point-in-time expected sales; per lead week for the model),
 the quantile forecasts' P10-P90 coverage and weighted quantile loss (forecast_quantiles.csv and the naive baseline's
 quantiles in predictions/, beside the exact quantiles of the generated sales and the noise's quantiles around the
@@ -69,9 +69,9 @@ from rossmann_jobs.output_layout import (  # noqa: E402
     VALIDATION_DIR,
 )
 from rossmann_jobs.synth.cli import generate, land  # noqa: E402
-from rossmann_jobs.synth.forecast_score import horizon_truth, score_forecast, score_quantiles  # noqa: E402
 from rossmann_jobs.synth.scenarios import SCENARIOS, scenario_config  # noqa: E402
 from rossmann_jobs.synth.truth import exp_rmspe  # noqa: E402
+from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_quantiles  # noqa: E402
 
 QUALITY_BARS = (1.05, 1.10)   # x point-in-time floor: issue 16's bar (1.10) and a tighter one
 FORECASTS = ("model", "naive", "LightGBM")

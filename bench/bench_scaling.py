@@ -35,11 +35,11 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "jobs")]
+sys.path.insert(0, str(REPO))
 
-from job_process import spilled_bytes  # noqa: E402  (tests/jobs/job_process.py)
 from rossmann_jobs import storage  # noqa: E402
 from rossmann_jobs.model_trust import STORAGE_ROOT_ENV  # noqa: E402
+from testkit.job_process import spilled_bytes  # noqa: E402  (testkit/job_process.py)
 
 BASE_STORES = 1115
 AS_OF = "2015-07-31"

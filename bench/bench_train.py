@@ -31,7 +31,7 @@ import stack as embedded  # noqa: E402  (scripts/stack/stack.py)
 from rossmann_jobs.spark_session import build_spark_session  # noqa: E402
 from rossmann_jobs.training.feature_set import load_feature_set, scan_files  # noqa: E402
 from rossmann_jobs.training.params import TrainParams  # noqa: E402
-from tests.jobs.feature_fixtures import VOCAB_SIZES, write_features  # noqa: E402
+from testkit.feature_fixtures import VOCAB_SIZES, write_features  # noqa: E402
 
 OUT_DIR = REPO_ROOT / "bench" / "out"
 

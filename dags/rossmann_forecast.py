@@ -63,18 +63,16 @@ from rossmann.alerts import task_failure_alert
 from rossmann.pools import SPARK_POOL
 from rossmann.sensors import RawDropSensor
 from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator, jobs_aws_conn_id
-from rossmann.uris import forecast_pointer_uri
+from rossmann.uris import forecast_pointer_uri, scores_summary_uri
 from rossmann_jobs.features.drop_settings import (
     ALLOW_UNVERIFIED_DROP,
     DEFAULT_MAX_STALENESS_DAYS,
     MAX_STALENESS_DAYS_LIMIT,
 )
-from rossmann_jobs.forecast.score_records import BIAS_ALERT_THRESHOLD
-from rossmann_jobs.output_layout import configured_bucket
+from rossmann_jobs.forecast_scores.score_records import BIAS_ALERT_THRESHOLD
 
-BUCKET = configured_bucket()
-FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri(BUCKET))
-SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=f"s3://{BUCKET}/forecast/scores/summary.json")
+FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri())
+SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=scores_summary_uri())
 DEFAULT_JOBS_ROOT = str(Path(__file__).resolve().parents[1])
 JOBS_ROOT = "{{ var.value.get('rossmann_jobs_root', '%s') }}" % DEFAULT_JOBS_ROOT
 PY_FILES = "{{ var.value.get('rossmann_py_files', '') }}"
@@ -188,13 +186,13 @@ def rossmann_forecast():
     @task
     def plan_run(params=None, dag_run=None, logical_date=None) -> dict[str, str]:
         """Run-scoped URIs from the as-of date (param, else logical date, else run date) and the run id."""
-        from rossmann.uris import plan_run_uris
+        from rossmann.uris import configured_run_uris
 
         if params["as_of"]:
             as_of = date.fromisoformat(params["as_of"])
         else:
             as_of = (logical_date or dag_run.run_after).date()
-        return plan_run_uris(BUCKET, as_of, dag_run.run_id)
+        return configured_run_uris(as_of, dag_run.run_id)
 
     @task
     def find_champion(plan: dict[str, str], params=None) -> dict:
@@ -202,18 +200,19 @@ def rossmann_forecast():
         and, with the warm_start param, to start from."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann.steps import find_champion as champion_as_of
+        from rossmann import forecast_tasks
 
-        return champion_as_of(S3Hook(aws_conn_id="aws_default"), plan, warm_start=bool(params["warm_start"]))
+        return forecast_tasks.find_champion(S3Hook(aws_conn_id="aws_default"), plan,
+                                            warm_start=bool(params["warm_start"]))
 
     @task
     def read_train_metrics(plan: dict[str, str]) -> dict:
         """The committed model's metrics.json, reduced to the numbers the gate and the UI need."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann.steps import scored_model
+        from rossmann import forecast_tasks
 
-        return scored_model(S3Hook(aws_conn_id="aws_default"), plan)
+        return forecast_tasks.scored_model(S3Hook(aws_conn_id="aws_default"), plan)
 
     # One gate at a time across runs (the record and pointer writes are compare-and-sets as well, for what this
     # scheduler does not see: rossmann/outputs.py compare_and_set_json).
@@ -223,11 +222,11 @@ def rossmann_forecast():
         date, on the same rows; predict uses the champion as of the date after the decision."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann.steps import apply_quality_gate
+        from rossmann import forecast_tasks
 
-        return apply_quality_gate(S3Hook(aws_conn_id="aws_default"), plan, metrics,
-                                  float(params["promotion_tolerance"]), dag_run.run_id,
-                                  baseline_tolerance=float(params["baseline_tolerance"]))
+        return forecast_tasks.apply_quality_gate(S3Hook(aws_conn_id="aws_default"), plan, metrics,
+                                                 float(params["promotion_tolerance"]), dag_run.run_id,
+                                                 baseline_tolerance=float(params["baseline_tolerance"]))
 
     # One publication at a time across runs: the pointer's read-compare-write must not interleave.
     @task(outlets=[FORECAST_ASSET], max_active_tis_per_dag=1)
@@ -236,9 +235,10 @@ def rossmann_forecast():
         is there: a backfill) and emit the asset event (extra "latest": whether the pointer holds this one)."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann import steps
+        from rossmann import forecast_tasks
 
-        forecast, latest = steps.publish_forecast(S3Hook(aws_conn_id="aws_default"), plan, gate, dag_run.run_id)
+        forecast, latest = forecast_tasks.publish_forecast(S3Hook(aws_conn_id="aws_default"), plan, gate,
+                                                           dag_run.run_id)
         outlet_events[FORECAST_ASSET].extra = {**{key: forecast[key] for key in
                                                   ("as_of", "run_id", "submission_uri", "report_uri")},
                                                "latest": latest}
@@ -250,9 +250,9 @@ def rossmann_forecast():
         """Write the list of published forecasts this run's drop can score; its URI, None (skip) when empty."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann import scoring
+        from rossmann import scoring_tasks
 
-        return scoring.find_forecasts_to_score(S3Hook(aws_conn_id="aws_default"), plan)
+        return scoring_tasks.find_forecasts_to_score(S3Hook(aws_conn_id="aws_default"), plan)
 
     @task(outlets=[SCORES_ASSET])
     def publish_scores(plan: dict[str, str], params=None, outlet_events=None, **context) -> dict:
@@ -260,9 +260,9 @@ def rossmann_forecast():
         scores asset's extra; posts a drift alert when the last 14 days show bias or a loss to the baseline."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann import scoring
+        from rossmann import scoring_tasks
 
-        compact = scoring.publish_scores(S3Hook(aws_conn_id="aws_default"), plan,
+        compact = scoring_tasks.publish_scores(S3Hook(aws_conn_id="aws_default"), plan,
                                          float(params["bias_alert_threshold"]), context)
         outlet_events[SCORES_ASSET].extra = compact
         return compact

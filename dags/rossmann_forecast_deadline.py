@@ -15,9 +15,6 @@ from airflow.sdk import CronTriggerTimetable, dag, task
 
 from rossmann.alerts import forecast_late_alert
 from rossmann.deadline import deadline_cron
-from rossmann_jobs.output_layout import configured_bucket
-
-BUCKET = configured_bucket()
 
 
 @dag(
@@ -41,7 +38,7 @@ def rossmann_forecast_deadline():
         from rossmann.outputs import read_pointer
         from rossmann.uris import forecast_pointer_uri
 
-        pointer_uri = forecast_pointer_uri(BUCKET)
+        pointer_uri = forecast_pointer_uri()
         due = due_as_of(logical_date)
         pointer = read_pointer(S3Hook(aws_conn_id="aws_default"), pointer_uri)
         late = lateness(pointer, due, pointer_uri)

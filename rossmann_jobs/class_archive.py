@@ -82,7 +82,7 @@ def build(archive: Path) -> None:
 def workload(work: str) -> None:
     """A 3-store prepare and an Arrow round trip through Python workers, in this (spark-submitted) JVM."""
     from rossmann_jobs import storage
-    from rossmann_jobs.features.spec import TRAIN_DIR
+    from rossmann_jobs.output_layout import TRAIN_DIR
     from rossmann_jobs.prepare import run_prepare
     from rossmann_jobs.spark_session import build_spark_session
     from rossmann_jobs.synth.cli import generate

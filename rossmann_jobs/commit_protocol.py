@@ -53,15 +53,15 @@ def older_attempts(attempts: list[str], committed: str) -> list[str]:
 _ATTEMPT = re.compile(rf"(?:^|/){ATTEMPTS_DIR}/(\d{{8}}T\d{{6}}Z)-[0-9a-f]+$")
 
 
-def manifest_document(out_uri: str, attempt_uri: str, files: list[str], summary: dict[str, Any] | None,
-                      now: datetime | None = None) -> dict[str, Any]:
+def manifest_document(out_uri: str, attempt_uri: str, files: list[str],
+                      summary: dict[str, Any] | None) -> dict[str, Any]:
     """The manifest that commits attempt_uri (under out_uri) holding `files` (URIs under the attempt)."""
     out, attempt = out_uri.rstrip("/"), attempt_uri.rstrip("/")
     if not attempt.startswith(f"{out}/{ATTEMPTS_DIR}/"):
         raise ValueError(f"{attempt_uri} is not an attempt of {out_uri} (expected {out}/{ATTEMPTS_DIR}/...)")
     return {
         "attempt": attempt[len(out) + 1:],
-        "committed_at": (now or datetime.now(timezone.utc)).isoformat(),
+        "committed_at": datetime.now(timezone.utc).isoformat(),
         "files": [uri[len(attempt) + 1:] for uri in files],
         "summary": summary or {},
     }

@@ -3,43 +3,21 @@
 Keras 2.15 has no safe mode for whole-model files: loading a planted HDF5 model runs its Lambda layers' code. So
 no model is ever deserialized: the code builds the network (training/model.build_model) from the artifact's params,
 vocabulary sizes and max_sales, and assigns plain arrays read with numpy's allow_pickle=False. Before that, the
-model's location and the SHA-256 of each of its files are checked (model_trust.py); an earlier release's
-whole-model model/model.h5 is refused by its artifact's missing `model_format`, never opened.
+model's location and the SHA-256 of each of its files are checked (model_store.open_model, model_trust.py); an
+earlier release's whole-model model/model.h5 is refused by its artifact's missing `model_format`, never opened.
 """
 from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from rossmann_jobs import storage
-from rossmann_jobs.model_trust import (
-    DIGESTS_KEY,
-    IncompatibleModelError,
-    check_digest,
-    check_model_location,
-    decode_digests,
-    sha256_hex,
-)
+from rossmann_jobs.model_trust import IncompatibleModelError, sha256_hex
 from rossmann_jobs.output_layout import ARTIFACT_FILE, LEGACY_MODEL_FILE, MODEL_DIR, MODEL_WEIGHTS_FILE
 
 MODEL_FORMAT = "rossmann-mlp-params+weights-npz/1"
 ARTIFACT_PATH, WEIGHTS_PATH = f"{MODEL_DIR}/{ARTIFACT_FILE}", f"{MODEL_DIR}/{MODEL_WEIGHTS_FILE}"
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """A model attempt whose artifact was read and checked; its weights are checked when read (weights_bytes)."""
-    uri: str                     # as given (train output, attempt, or pinned champion copy)
-    attempt: str                 # the attempt holding model/
-    artifact: dict[str, Any]
-    digests: dict[str, str]      # recorded SHA-256 per MODEL_FILES entry
-
-    def weights_bytes(self) -> bytes:
-        data = storage.read_bytes(storage.join(self.attempt, WEIGHTS_PATH))
-        check_digest(self.attempt, WEIGHTS_PATH, data, self.digests)
-        return data
 
 
 def artifact_bytes(artifact: dict[str, Any]) -> bytes:
@@ -54,36 +32,6 @@ def check_format(artifact: Any, attempt: str) -> None:
             f"model {attempt} is not a {MODEL_FORMAT!r} model ({ARTIFACT_PATH} model_format: {found!r}). Models "
             f"stored whole ({MODEL_DIR}/{LEGACY_MODEL_FILE}, by releases before this one) are never loaded: Keras "
             "would deserialize code from them. Not loaded; a newly trained model replaces it.")
-
-
-def attempt_of(model_uri: str) -> tuple[str, dict[str, str]]:
-    """(the attempt holding model/, the digests its train job recorded, if any). An output prefix resolves through
-    its manifest; an attempt or pinned champion copy (model/artifact.json) is taken as is."""
-    if storage.exists(storage.join(model_uri, storage.MANIFEST_NAME)):
-        summary = storage.read_manifest(model_uri).get("summary") or {}
-        return storage.committed_uri(model_uri), decode_digests(summary.get(DIGESTS_KEY))
-    if storage.exists(storage.join(model_uri, ARTIFACT_PATH)):
-        return model_uri.rstrip("/"), {}
-    raise storage.OutputNotCommittedError(
-        f"model {model_uri} is neither a committed train output (no {storage.MANIFEST_NAME}) nor a model attempt "
-        f"(no {ARTIFACT_PATH}): run the train task, or pass the champion's model_uri from champion.json.")
-
-
-def open_model(model_uri: str, digests: str | dict | None = None, root: str | None = None) -> ModelSource:
-    """The model at model_uri, checked before anything of it is used: its location (under the storage root's
-    models/ or runs/), its format, and its artifact's SHA-256 against `digests` (the champion record's), else
-    against those its train job committed. Raises a ModelRefusedError (IncompatibleModelError for the format)."""
-    check_model_location(model_uri, root)
-    attempt, committed = attempt_of(model_uri)
-    data = storage.read_bytes(storage.join(attempt, ARTIFACT_PATH))
-    try:
-        artifact = json.loads(data)
-    except ValueError:
-        artifact = None
-    check_format(artifact, attempt)   # before the digests: an earlier release's champion has none, and is refused
-    expected = decode_digests(digests) or committed
-    check_digest(attempt, ARTIFACT_PATH, data, expected)
-    return ModelSource(uri=model_uri, attempt=attempt, artifact=artifact, digests=expected)
 
 
 def write_model(attempt: str, artifact: dict[str, Any], weights: bytes) -> dict[str, str]:

@@ -17,7 +17,8 @@ from urllib.parse import urlparse
 from rossmann_jobs.output_layout import MODEL_FILES, MODEL_PREFIXES, configured_bucket
 
 STORAGE_ROOT_ENV = "ROSSMANN_STORAGE_ROOT"
-# Where the digests are recorded: the train job's commit summary, then the champion record (plugins/rossmann/steps.py).
+# Where the digests are recorded: the train job's commit summary, then the champion record
+# (plugins/rossmann/forecast_tasks.py).
 DIGESTS_KEY = "model_sha256"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 

@@ -63,7 +63,7 @@ from rossmann_jobs.features.pipeline import (
     sales_rows,
 )
 from rossmann_jobs.features.raw_schemas import RAW_FILES, TEST, TRAIN, RawFile
-from rossmann_jobs.features.spec import METADATA_FILE, REJECTED_DIR, STORE_ID_COL
+from rossmann_jobs.features.spec import STORE_ID_COL
 from rossmann_jobs.features.validate import (
     REASON,
     REASON_COLUMN,
@@ -78,7 +78,9 @@ from rossmann_jobs.features.validate import (
     parse_header,
     read_text_csv,
 )
-from rossmann_jobs.spark_session import concurrently, materialized, release, run_job, timed
+from rossmann_jobs.job_runner import run_job, timed
+from rossmann_jobs.output_layout import METADATA_FILE, REJECTED_DIR
+from rossmann_jobs.spark_session import concurrently, materialized, release
 
 log = logging.getLogger("rossmann.prepare")
 

@@ -11,7 +11,7 @@ latest record per forecast, and the "recent" check: every row of this run's fore
 D) and report/index.html. Re-running with the same inputs rewrites the same bytes. train.csv must match the
 SHA-256 the drop's _SUCCESS manifest lists (checked after it is read; a drop closed by an empty marker is scored
 unverified, with a warning). Scoring rules:
-rossmann_jobs/forecast/scoring.py.
+rossmann_jobs/forecast_scores/scoring.py.
 """
 from __future__ import annotations
 
@@ -28,13 +28,13 @@ from rossmann_jobs.features.drop_manifest import DROP_MARKER, parse_manifest
 from rossmann_jobs.features.drop_settings import UNVERIFIED_DROP_WARNING
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import parse_columns, read_text_csv
-from rossmann_jobs.forecast import score_records, score_report, scoring
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST
-from rossmann_jobs.forecast.score_records import RECENT_WINDOW_DAYS, ScoringInputError
+from rossmann_jobs.forecast_scores import score_records, score_report, scoring
+from rossmann_jobs.forecast_scores.score_records import RECENT_WINDOW_DAYS, ScoringInputError
+from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE
-from rossmann_jobs.spark_session import run_job, timed
 
 log = logging.getLogger("rossmann.score")
 

@@ -23,16 +23,17 @@ import sys
 from typing import Any
 
 from rossmann_jobs import storage
-from rossmann_jobs.model_files import ModelSource, read_weights
+from rossmann_jobs.job_runner import run_job, timed
+from rossmann_jobs.model_files import read_weights
 from rossmann_jobs.model_files import write_model as write_model_files
+from rossmann_jobs.model_store import ModelSource
 from rossmann_jobs.model_trust import DIGESTS_KEY, ModelRefusedError
 from rossmann_jobs.output_layout import TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
-from rossmann_jobs.spark_session import run_job, timed
-from rossmann_jobs.training import checkpoint, network, report
+from rossmann_jobs.training import checkpoint, network, train_outputs
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
 from rossmann_jobs.training.gate_scores import gate_scores
 from rossmann_jobs.training.params import LR_SCHEDULES, TrainParams
-from rossmann_jobs.training.splits import train_statistics
+from rossmann_jobs.training.prepared_files import train_statistics
 from rossmann_jobs.training.warm_start import WarmStart, plan_warm_start
 from rossmann_jobs.training.worker import WorkerConfig, train_fn
 
@@ -168,7 +169,7 @@ def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
 def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> ModelSource:
     """The best model's weights and its description (the params it is built from) into the attempt; returns it as
     a model source with the SHA-256 digests of what was written (what gets scored, and committed)."""
-    artifact = report.artifact_description(features, summary, params)
+    artifact = train_outputs.artifact_description(features, summary, params)
     weights = storage.read_bytes(summary["best_model"])
     read_weights(weights, summary["best_model"])   # plain arrays (a checkpoint of an earlier release is not)
     digests = write_model_files(attempt, artifact, weights)
@@ -195,10 +196,10 @@ def write_metrics(attempt: str, summary: dict[str, Any], params: TrainParams, nu
     # A resumed run keeps how its first try started.
     warm_start = {**warm_start, "used": bool(summary.get("warm_started"))}
     storage.write_json(storage.join(attempt, TRAIN_METRICS_FILE),
-                       {**report.metrics_document(summary, params, num_proc, timings), "gate_scores": scores,
+                       {**train_outputs.metrics_document(summary, params, num_proc, timings), "gate_scores": scores,
                         "warm_start": warm_start})
     storage.write_bytes(storage.join(attempt, TRAINING_CURVES_FILE),
-                        report.training_curves_png(summary["history"], summary["best_epoch"]))
+                        train_outputs.training_curves_png(summary["history"], summary["best_epoch"]))
 
 
 def run(spark, args: argparse.Namespace) -> dict[str, Any]:

@@ -10,7 +10,7 @@ extra `job_conf` object of per-job settings ({"prepare": {"spark.driver.memory":
 docs/deploy.md), then a task's own `conf`. Beneath all of them, the launch settings derived from the size of the
 run's drop (rossmann_jobs/launch_settings.py: a small drop's JVMs compile with C1 only).
 
-A job that exits with status 2 (a known input or feature error, rossmann_jobs.spark_session.run_job) fails the task
+A job that exits with status 2 (a known input or feature error, rossmann_jobs.job_runner.run_job) fails the task
 at once with its "<job> failed: <reason>" line: a retry would read the same input and fail the same way.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ import re
 from datetime import date
 
 from rossmann_jobs.features.drop_manifest import DROP_MARKER
-from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE
+from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE, configured_bucket
 
 HISTORY_SUFFIX = ".json"
 
@@ -18,15 +18,30 @@ def run_key(run_id: str) -> str:
     return key
 
 
-def forecast_pointer_uri(bucket: str) -> str:
+def bucket_root(bucket: str | None = None) -> str:
+    """`s3://<bucket>`; the configured bucket (output_layout.configured_bucket: $ROSSMANN_BUCKET) when None."""
+    return f"s3://{bucket or configured_bucket()}"
+
+
+def forecast_pointer_uri(bucket: str | None = None) -> str:
     """`forecast/latest.json`: the newest as-of date's published forecast (see publication.replaces_latest)."""
-    return f"s3://{bucket}/forecast/latest.json"
+    return f"{bucket_root(bucket)}/forecast/latest.json"
+
+
+def scores_summary_uri(bucket: str | None = None) -> str:
+    """`forecast/scores/summary.json`: the score job's summary of every scored forecast."""
+    return f"{bucket_root(bucket)}/forecast/scores/{SCORES_SUMMARY_FILE}"
+
+
+def configured_run_uris(as_of: date, run_id: str) -> dict[str, str]:
+    """plan_run_uris in the configured bucket: what a DAG run plans."""
+    return plan_run_uris(configured_bucket(), as_of, run_id)
 
 
 def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
     """Every URI a run reads or writes. Job outputs are run-scoped so reruns and backfills never collide."""
     day = as_of.isoformat()
-    root = f"s3://{bucket}"
+    root = bucket_root(bucket)
     run_root = f"{root}/runs/{day}/{run_key(run_id)}"
     return {
         "as_of": day,
@@ -43,7 +58,7 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
         "forecast_history": f"{root}/forecast/history",
         "forecast_record": forecast_record_uri(f"{root}/forecast/history", day, run_key(run_id)),
         "scores": f"{root}/forecast/scores",
-        "scores_summary": f"{root}/forecast/scores/{SCORES_SUMMARY_FILE}",
+        "scores_summary": scores_summary_uri(bucket),
         "scores_report": f"{root}/forecast/scores/{REPORT_PAGE}",
         "scoring_forecasts": f"{run_root}/scoring/forecasts.json",
     }

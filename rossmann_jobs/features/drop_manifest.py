@@ -14,7 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-DROP_MARKER = "_SUCCESS"
+from rossmann_jobs.commit_protocol import MANIFEST_NAME
+
+# A drop closes as a job's output commits: with one `_SUCCESS` object written last (its own manifest format, FORMAT).
+DROP_MARKER = MANIFEST_NAME
 FORMAT = "rossmann-drop/1"
 
 _LINE_END = re.compile(rb"\r\n|[\r\n]")

@@ -16,11 +16,9 @@ from rossmann_jobs.features.spec import (
     LABEL_COL,
     ORIGIN_COLS,
     STORE_ID_COL,
-    TEST_DIR,
-    TRAIN_DIR,
     UNKNOWN_INDEX,
-    VALIDATION_DIR,
 )
+from rossmann_jobs.output_layout import TEST_DIR, TRAIN_DIR, VALIDATION_DIR
 
 MAP_LOOKUP_MAX = 64         # other vocabularies up to this size are encoded with a literal map, larger ones with a join
 ARRAY_LOOKUP_MAX_SPAN = 1 << 16   # integer vocabularies spanning up to this many values are an array lookup

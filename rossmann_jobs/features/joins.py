@@ -11,7 +11,7 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features.calendar import COMPETITION_SINCE, PROMO2_SINCE, add_since_dates, trend_key_year
+from rossmann_jobs.features.date_features import COMPETITION_SINCE, PROMO2_SINCE, add_since_dates, trend_key_year
 from rossmann_jobs.features.point_in_time import AFTER_AS_OF, WEEK_START, dated_after, week_end
 from rossmann_jobs.features.raw_schemas import WEATHER_FEATURE_COLS, RawFile
 from rossmann_jobs.features.validate import acceptable, quarantine_duplicates, quarantine_first, quarantine_where

@@ -9,7 +9,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from rossmann_jobs.features import joins, point_in_time, recent_level
-from rossmann_jobs.features.calendar import add_competition_and_promo2, expand_date
+from rossmann_jobs.features.date_features import add_competition_and_promo2, expand_date
 from rossmann_jobs.features.elapsed import add_elapsed, flag_events
 from rossmann_jobs.features.raw_schemas import TEST, RawFile
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, LABEL_COL

@@ -32,7 +32,7 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features.calendar import trend_key_year
+from rossmann_jobs.features.date_features import trend_key_year
 from rossmann_jobs.features.raw_schemas import WEATHER_FEATURE_COLS
 from rossmann_jobs.features.split import AFTER_AS_OF as AFTER_AS_OF_OUTCOME
 from rossmann_jobs.features.validate import acceptable

@@ -8,15 +8,6 @@ Column names and order follow Horovod's keras_spark_rossmann examples. In the pr
 - the raw keys KEY_COLS are kept beside the features for reporting (Store id, Date; Id and Open on test rows).
 """
 
-# The prepare output's layout (split folders, metadata.json) under its committed attempt, under spec's names.
-from rossmann_jobs.output_layout import (  # noqa: F401
-    METADATA_FILE,
-    REJECTED_DIR,
-    TEST_DIR,
-    TRAIN_DIR,
-    VALIDATION_DIR,
-)
-
 CATEGORICAL_COLS = [
     "Store", "State", "DayOfWeek", "Year", "Month", "Day", "Week", "CompetitionMonthsOpen", "Promo2Weeks",
     "StoreType", "Assortment", "PromoInterval", "CompetitionOpenSinceYear", "Promo2SinceYear", "Events",

@@ -10,7 +10,7 @@ from pyspark.sql import types as T
 
 from rossmann_jobs.features.spec import FEATURE_COLS
 from rossmann_jobs.forecast.model_cache import load_model
-from rossmann_jobs.model_files import ModelSource
+from rossmann_jobs.model_store import ModelSource
 
 LOG_FORECAST_COL = "LogSalesForecast"
 

@@ -6,8 +6,8 @@ import os
 import time
 from typing import Any, Callable
 
+from rossmann_jobs.job_protocol import configure_logging
 from rossmann_jobs.model_files import build_model
-from rossmann_jobs.spark_session import configure_logging
 
 log = logging.getLogger("rossmann.forecast")
 

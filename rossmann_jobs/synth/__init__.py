@@ -15,8 +15,8 @@ shifts; synth/scenarios.py names settings of them (SCENARIOS) for scoring foreca
 The truth file (beside the raw folder, <out>.truth.json) holds the exact exp-RMSPE of the oracle prediction mu
 against the written Sales. Details and the constants: README.md in this package and rossmann_jobs/synth/sales.py.
 """
-from rossmann_jobs.synth.calendar import HORIZON_DAYS
 from rossmann_jobs.synth.dataset import RAW_FILES, SynthConfig, SynthDataset, build_dataset
+from rossmann_jobs.synth.dataset_calendar import HORIZON_DAYS
 from rossmann_jobs.synth.drops import DailyDrops, check_drop_date, forecast_horizon
 from rossmann_jobs.synth.scenarios import SCENARIO_NAMES, SCENARIOS, Scenario, scenario_config
 

@@ -11,7 +11,8 @@ from typing import Sequence
 
 from rossmann_jobs import storage
 from rossmann_jobs.features.drop_manifest import DROP_MARKER, manifest_bytes
-from rossmann_jobs.spark_session import configure_logging, timed
+from rossmann_jobs.job_protocol import configure_logging
+from rossmann_jobs.job_runner import timed
 from rossmann_jobs.synth.dataset import (
     DEFAULT_SEED,
     DEFAULT_SIGMA,
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "generate":
             generate(args.out, config, args.truth_out)
         elif args.command == "score":
-            from rossmann_jobs.synth.forecast_score import score_predictions
+            from rossmann_jobs.synth.truth_scores import score_predictions
 
             print(json.dumps(score_predictions(build_dataset(config), args.as_of, args.raw, args.predictions)))
         else:

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from rossmann_jobs.synth import files
-from rossmann_jobs.synth.calendar import (
+from rossmann_jobs.synth.dataset_calendar import (
     TEST_END,
     TEST_START,
     TRAIN_END,
@@ -20,7 +20,7 @@ from rossmann_jobs.synth.calendar import (
 from rossmann_jobs.synth.grids import DataGrids, SalesModel
 from rossmann_jobs.synth.layout import choose_layout
 from rossmann_jobs.synth.opening import open_days, open_without_sales
-from rossmann_jobs.synth.point_in_time import point_in_time_expected
+from rossmann_jobs.synth.point_in_time_floor import point_in_time_expected
 from rossmann_jobs.synth.sales import expected_sales, observe, sales_factors, weather_factor
 from rossmann_jobs.synth.shifts import LevelShifts, draw_level_shifts
 from rossmann_jobs.synth.states import STATE_CODES, trend_code, trend_file_names
@@ -235,7 +235,7 @@ def build_truth(config: SynthConfig, calendar, row_counts: dict, per_row: dict, 
                 **floor_entry(sales[test], per_row["PointInTimeExpectedSales"][test]),
                 "as_of": TRAIN_END.isoformat(),
                 "note": "y_hat = PointInTimeExpectedSales: the expected sales with the weather and trend after "
-                        "as_of replaced by what is known on as_of (synth/point_in_time.py); the floor of a "
+                        "as_of replaced by what is known on as_of (synth/point_in_time_floor.py); the floor of a "
                         "forecast made on as_of",
             },
             "theoretical": theoretical_floor(config.sigma),

@@ -6,8 +6,8 @@ import datetime as dt
 import numpy as np
 
 from rossmann_jobs.synth import files
-from rossmann_jobs.synth.calendar import HORIZON_DAYS, TRAIN_END, TRAIN_START
 from rossmann_jobs.synth.dataset import RAW_FILES, SynthDataset
+from rossmann_jobs.synth.dataset_calendar import HORIZON_DAYS, TRAIN_END, TRAIN_START
 from rossmann_jobs.synth.trend import Trends
 
 # A drop needs sales up to its date, and the generator has sales only for the train period.

@@ -5,14 +5,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rossmann_jobs.synth.calendar import Calendar
+from rossmann_jobs.synth.dataset_calendar import Calendar
 from rossmann_jobs.synth.trend import Trends
 from rossmann_jobs.synth.weather import Weather
 
 
 @dataclass(frozen=True)
 class SalesModel:
-    """What the point-in-time floor (synth/point_in_time.py) needs of the sales model besides the calendar."""
+    """What the point-in-time floor (synth/point_in_time_floor.py) needs of the sales model besides the calendar."""
 
     expected: np.ndarray                # [day, store] noise-free expected sales (0 when closed)
     weather_factor: np.ndarray          # [day, state] the weather's factor in expected (weather_scale applied)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rossmann_jobs.synth.calendar import GAP_END, GAP_START, TRAIN_START, Calendar
+from rossmann_jobs.synth.dataset_calendar import GAP_END, GAP_START, TRAIN_START, Calendar
 from rossmann_jobs.synth.stores import Stores, scaled_count
 
 GAP_STORES = 180

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rossmann_jobs.synth.calendar import Calendar
+from rossmann_jobs.synth.dataset_calendar import Calendar
 from rossmann_jobs.synth.stores import Stores
 
 HOLIDAY_OPEN_TYPE_B = 0.85   # train-station stores (type b) mostly open on public holidays ...

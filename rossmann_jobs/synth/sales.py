@@ -10,7 +10,7 @@ import datetime as dt
 
 import numpy as np
 
-from rossmann_jobs.synth.calendar import Calendar, days_since_event, days_until_event
+from rossmann_jobs.synth.dataset_calendar import Calendar, days_since_event, days_until_event
 from rossmann_jobs.synth.stores import PROMO_INTERVAL_MONTHS, Stores
 from rossmann_jobs.synth.weather import FOG, HAIL, RAIN, SNOW, THUNDERSTORM, Weather
 

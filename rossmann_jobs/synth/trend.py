@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rossmann_jobs.synth.calendar import Calendar
+from rossmann_jobs.synth.dataset_calendar import Calendar
 from rossmann_jobs.synth.states import trend_file_names
 
 FIRST_WEEK_SUNDAY = dt.date(2012, 12, 2)

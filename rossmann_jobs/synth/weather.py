@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rossmann_jobs.synth.calendar import Calendar
+from rossmann_jobs.synth.dataset_calendar import Calendar
 
 WEATHER_COLUMNS = (
     "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Dew_PointC", "MeanDew_PointC", "Min_DewpointC",

@@ -5,15 +5,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import (
-    CATEGORICAL_COLS,
-    CONTINUOUS_COLS,
-    KEY_COLS,
-    LABEL_COL,
-    METADATA_FILE,
-    TRAIN_DIR,
-    VALIDATION_DIR,
-)
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, KEY_COLS, LABEL_COL
+from rossmann_jobs.output_layout import METADATA_FILE, TRAIN_DIR, VALIDATION_DIR
 
 EXPECTED_TYPES = {**{col: "int32" for col in CATEGORICAL_COLS},
                   **{col: "float" for col in CONTINUOUS_COLS},  # pyarrow names float32 "float"

@@ -13,16 +13,16 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
+from rossmann_jobs.features.spec import LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel, with_log_forecast
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, rmspe
 from rossmann_jobs.forecast.predictions import with_min_partitions
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
-from rossmann_jobs.model_files import ModelSource, open_model
+from rossmann_jobs.model_store import ModelSource, open_model
 from rossmann_jobs.model_trust import IncompatibleModelError
 from rossmann_jobs.training.feature_set import FeatureSet
-from rossmann_jobs.training.splits import read_files
+from rossmann_jobs.training.prepared_files import read_files
 
 log = logging.getLogger("rossmann.train")
 
@@ -70,9 +70,9 @@ def champion_forecast(rows: DataFrame, spark: SparkSession, features: FeatureSet
         log.warning("champion %s is not scored: %s", champion_model, error)
         return rows, None, incompatible(champion_model, str(error))
     attempt, artifact = source.attempt, source.artifact
-    if artifact.get("feature_order") != FEATURE_COLS:
+    if source.feature_mismatch():
         log.warning("champion %s was trained on other feature columns than this code's: it is not scored", attempt)
-        return rows, None, incompatible(champion_model, "its feature columns differ from this code's")
+        return rows, None, incompatible(champion_model, source.feature_mismatch())
     mappings = mappings_to_model(features.metadata["vocabularies"], artifact["vocabularies"])
     if mappings:
         log.info("champion %s: re-indexing %s to its vocabularies (values it never saw: %s)", attempt,

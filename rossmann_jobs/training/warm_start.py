@@ -16,8 +16,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, UNKNOWN_INDEX
-from rossmann_jobs.model_files import ModelSource, open_model, read_weights
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, UNKNOWN_INDEX
+from rossmann_jobs.model_files import read_weights
+from rossmann_jobs.model_store import ModelSource, open_model
 from rossmann_jobs.model_trust import IncompatibleModelError
 from rossmann_jobs.training.feature_set import FeatureSet
 from rossmann_jobs.training.params import TrainParams
@@ -60,8 +61,8 @@ def plan_warm_start(model_uri: str, features: FeatureSet, params: TrainParams,
     earlier = TrainParams.from_dict(artifact.get("params", {}))
     if earlier.architecture() != params.architecture():
         return None, f"its architecture {earlier.architecture()} differs from this run's {params.architecture()}"
-    if artifact.get("feature_order") != FEATURE_COLS:
-        return None, "its feature columns differ from this code's"
+    if source.feature_mismatch():
+        return None, source.feature_mismatch()
     vocabularies, old_vocabularies = features.metadata["vocabularies"], artifact.get("vocabularies", {})
     missing = [column for column in CATEGORICAL_COLS if column not in old_vocabularies]
     if missing:

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from rossmann_jobs.job_protocol import configure_logging
 from rossmann_jobs.training import checkpoint, schedule
 from rossmann_jobs.training.feature_set import ParquetUnit, rank_units
 from rossmann_jobs.training.model import (
@@ -69,7 +70,7 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    _configure_worker_logging(rank, size)
+    configure_logging(f"rossmann.train rank {rank}/{size}")
     _pin_devices(tf, hvd)
     placement = _placement(hvd)
     log.info("rank %d/%d runs in Spark executor dir %s (host %s, pid %d, local rank %d/%d)", rank, size,
@@ -310,11 +311,6 @@ def _placement(hvd) -> dict[str, Any]:
     return {"executor_dir": os.environ.get("HOROVOD_SPARK_WORK_DIR", os.getcwd()), "host": socket.gethostname(),
             "pid": os.getpid(), "horovod_host": os.environ.get("HOROVOD_HOSTNAME", ""),
             "local_rank": hvd.local_rank()}
-
-
-def _configure_worker_logging(rank: int, size: int) -> None:
-    logging.basicConfig(level=os.environ.get("ROSSMANN_LOG_LEVEL", "INFO"), force=True,
-                        format=f"%(asctime)s %(levelname)s [rossmann.train rank {rank}/{size}] %(message)s")
 
 
 def _pin_devices(tf, hvd) -> None:

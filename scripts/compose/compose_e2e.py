@@ -14,28 +14,28 @@ import io
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from datetime import datetime, timezone
+from datetime import timezone
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stack"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import images  # noqa: E402  (scripts/compose/images.py)
+import images  # noqa: E402  (scripts/compose/images.py, beside this script)
 
 from airflow_rest import AirflowRest, run_path  # noqa: E402  (scripts/stack/airflow_rest.py)
+from checkpoint_killer import CheckpointKiller  # noqa: E402  (scripts/stack/checkpoint_killer.py)
 
 REPO = images.REPO
 sys.path.insert(0, str(REPO / "docker"))
 import gen_env  # noqa: E402  (docker/gen_env.py: .env.example with fresh secrets)
+
+from rossmann_jobs.commit_protocol import manifest_uri  # noqa: E402
 
 DAG_ID = "rossmann_forecast"
 PROJECT = "rossmann-e2e"
@@ -49,7 +49,6 @@ RUN_CONF = {"epochs": 12, "num_proc": 2, "batch_size": 64, "learning_rate": 0.00
             "baseline_tolerance": 0.25, "warm_start": False}
 KILLED_WORKER = "spark-worker-2"
 KILL_AFTER_EPOCH = 1
-CHECKPOINT_POINTER = "/model/checkpoints/latest.json"   # rossmann_jobs.training.checkpoint, under a run's model
 SCORING_TASKS = {"score_forecasts", "publish_scores"}   # skipped on a stack's first run: nothing earlier to score
 STACK_READY_TIMEOUT_S = 900
 RUN_TIMEOUT_S = 2700
@@ -127,43 +126,28 @@ class S3:
         return sorted(f"s3://{bucket}/{entry['Key']}" for page in pages for entry in page.get("Contents", []))
 
 
-class WorkerKiller:
+class WorkerKiller(CheckpointKiller):
     """Once the run has a checkpoint of epoch >= KILL_AFTER_EPOCH, SIGKILLs a Spark worker container's main process
     from the host, as a crashed machine would; its restart policy (unless-stopped) brings it back."""
 
     def __init__(self, compose: Compose, s3: S3, runs_prefix: str):
-        self.compose, self.s3, self.prefix = compose, s3, runs_prefix
-        self.record: dict = {"service": KILLED_WORKER, "killed": False}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="worker-killer", daemon=True)
-        self._thread.start()
+        self.compose = compose
+        super().__init__(s3.keys, s3.json, runs_prefix, self._worker_pid, after_epoch=KILL_AFTER_EPOCH,
+                         name="worker-killer")
 
-    def _checkpointed_epoch(self) -> int | None:
-        try:
-            pointers = [uri for uri in self.s3.keys(self.prefix) if uri.endswith(CHECKPOINT_POINTER)]
-            return max((self.s3.json(uri)["epoch"] for uri in pointers), default=None)
-        except Exception:   # noqa: BLE001 - the bucket is being written; look again at the next poll
-            return None
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.5):
-            epoch = self._checkpointed_epoch()
-            if epoch is None or epoch < KILL_AFTER_EPOCH:
-                continue
-            container = self.compose.container(KILLED_WORKER)
-            pid = int(images.run(["docker", "inspect", "-f", "{{.State.Pid}}", container]).stdout.strip() or 0)
-            if not pid:
-                continue
-            os.kill(pid, signal.SIGKILL)
-            self.record.update(killed=True, container=container, pid=pid, pointer_epoch=epoch,
-                               killed_at=datetime.now(timezone.utc).isoformat())
-            say(f"killed {KILLED_WORKER} (container {container[:12]}, pid {pid}) after the checkpoint of epoch {epoch}")
-            return
+    def _worker_pid(self) -> list[int]:
+        self.container = self.compose.container(KILLED_WORKER)
+        pid = int(images.run(["docker", "inspect", "-f", "{{.State.Pid}}", self.container]).stdout.strip() or 0)
+        return [pid] if pid else []
 
     def stop(self) -> dict:
-        self._stop.set()
-        self._thread.join(timeout=30)
-        return self.record
+        super().stop()
+        if not self.killed_pids:
+            return {"service": KILLED_WORKER, "killed": False}
+        say(f"killed {KILLED_WORKER} (container {self.container[:12]}, pid {self.killed_pids[0]}) after the "
+            f"checkpoint of epoch {self.pointer_epoch}")
+        return {"service": KILLED_WORKER, "killed": True, "container": self.container, "pid": self.killed_pids[0],
+                "pointer_epoch": self.pointer_epoch, "killed_at": self.killed_at.astimezone(timezone.utc).isoformat()}
 
 
 def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 5.0):
@@ -224,7 +208,7 @@ def probe_identities(endpoint: str, settings: dict[str, str], bucket: str, plan:
         except ClientError as error:
             return error.response["Error"]["Code"]
 
-    manifest_key = plan["model"].removeprefix(f"s3://{bucket}/") + "/_SUCCESS"
+    manifest_key = manifest_uri(plan["model"]).removeprefix(f"s3://{bucket}/")
     return {"lander put raw/": attempt("lander", "put_object", Key="raw/_identity-probe/lander", Body=b"probe"),
             "lander put models/": attempt("lander", "put_object", Key="models/_identity-probe", Body=b"probe"),
             "lander put runs/": attempt("lander", "put_object", Key="runs/_identity-probe", Body=b"probe"),

@@ -1,14 +1,12 @@
 """Fault injection from outside the jobs: SIGKILL one Horovod rank's process once the run has a checkpoint, as the
-loss of that rank's node would. The test owns the fault; the train job carries no hook for it."""
+loss of that rank's node would (scripts/stack/checkpoint_killer.py watches and kills; this finds the rank)."""
 from __future__ import annotations
 
-import os
-import signal
-import threading
 from datetime import datetime
 from pathlib import Path
 
-CHECKPOINT_POINTER = "/model/checkpoints/latest.json"   # rossmann_jobs.training.checkpoint, under a run's model output
+from checkpoint_killer import CheckpointKiller  # scripts/stack/checkpoint_killer.py
+
 RANK_PROCESS = "horovod.spark.task.gloo_exec_fn"         # how horovod.spark.run starts each rank
 
 
@@ -29,42 +27,22 @@ def rank_processes(rank: int) -> list[int]:
     return found
 
 
-class RankKiller:
+class RankKiller(CheckpointKiller):
     """Watches the run's checkpoint pointer in the stack's S3; once it names epoch >= after_epoch, kills rank once."""
 
     def __init__(self, stack, runs_prefix_uri: str, rank: int = 1, after_epoch: int = 1, poll_s: float = 0.2):
-        self.stack, self.prefix, self.rank, self.after_epoch, self.poll_s = (stack, runs_prefix_uri, rank,
-                                                                              after_epoch, poll_s)
-        self.killed_pids: list[int] = []
-        self.killed_at: datetime | None = None      # local time, like the jobs' log lines
-        self.pointer_epoch: int | None = None        # what the pointer said when the rank was killed
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="rank-killer", daemon=True)
-        self._thread.start()
+        self.rank = rank
+        super().__init__(stack.list_keys, stack.read_json, runs_prefix_uri, lambda: rank_processes(rank),
+                         after_epoch=after_epoch, poll_s=poll_s, name="rank-killer")
 
-    def _watch(self) -> None:
-        while not self._stop.wait(self.poll_s):
-            epoch = self._checkpointed_epoch()
-            if epoch is None or epoch < self.after_epoch:
-                continue
-            pids = rank_processes(self.rank)
-            if not pids:
-                continue   # the rank is not up yet, or already gone
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            self.killed_pids, self.killed_at, self.pointer_epoch = pids, datetime.now(), epoch
-            return
+    @property
+    def killed_at(self) -> datetime | None:
+        """Local time, naive, like the jobs' log lines."""
+        return None if self._killed_at is None else self._killed_at.replace(tzinfo=None)
 
-    def _checkpointed_epoch(self) -> int | None:
-        try:
-            pointers = [uri for uri in self.stack.list_keys(self.prefix) if uri.endswith(CHECKPOINT_POINTER)]
-            return max((self.stack.read_json(uri)["epoch"] for uri in pointers), default=None)
-        except Exception:   # noqa: BLE001 - the bucket is being written; look again at the next poll
-            return None
+    @killed_at.setter
+    def killed_at(self, value: datetime | None) -> None:
+        self._killed_at = value
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        super().stop(timeout_s=10)

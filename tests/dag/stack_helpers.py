@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -40,11 +39,7 @@ atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO_ROOT / "plugins")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-for path in (REPO_ROOT / "plugins", REPO_ROOT / "scripts" / "stack"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-import stack as embedded  # noqa: E402  (scripts/stack/stack.py, importable only after the sys.path line above)
+import stack as embedded  # noqa: E402  (scripts/stack/stack.py: pyproject.toml's pytest pythonpath)
 
 
 class StackHandle:

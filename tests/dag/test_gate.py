@@ -12,8 +12,8 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from botocore.exceptions import ClientError
 
+from rossmann.forecast_tasks import NoModelError, apply_quality_gate, find_champion
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
-from rossmann.steps import NoModelError, apply_quality_gate, find_champion
 from rossmann.uris import plan_run_uris
 from rossmann_jobs.commit_protocol import manifest_document, manifest_uri
 from rossmann_jobs.model_trust import sha256_hex
@@ -358,7 +358,7 @@ def test_warm_start_uses_the_champion_as_of_the_date_never_a_later_one():
 
 
 def test_a_model_changed_after_its_train_job_wrote_it_is_never_promoted():
-    from rossmann.steps import UnverifiedModelError
+    from rossmann.forecast_tasks import UnverifiedModelError
 
     hook = FakeS3Hook()
     plan, metrics = trained(hook, "2015-07-31", "r1", scores(0.2, 0.5))
@@ -373,7 +373,7 @@ def test_a_model_changed_after_its_train_job_wrote_it_is_never_promoted():
 
 
 def test_a_model_without_recorded_digests_is_never_promoted():
-    from rossmann.steps import UnverifiedModelError
+    from rossmann.forecast_tasks import UnverifiedModelError
 
     hook = FakeS3Hook()
     plan, metrics = trained(hook, "2015-07-31", "r1", scores(0.2, 0.5))

@@ -116,8 +116,8 @@ def test_two_runs_for_one_date_cannot_both_promote(empty_bucket):
     """Both runs found no champion and trained; both gates read the history before either writes. The first
     record wins; the second run's conditional PUT fails, it re-reads the winner's record, which its train job never
     scored, and stops clearly instead of replacing it (before: both promoted, the last write silently won)."""
+    from rossmann.forecast_tasks import apply_quality_gate
     from rossmann.gate import ScoredChampionError
-    from rossmann.steps import apply_quality_gate
 
     setups = {run: trained(empty_bucket, "2015-07-31", run, scores(challenger, 0.5), B)
               for run, challenger in (("r1", 0.20), ("r2", 0.10))}
@@ -138,7 +138,7 @@ def test_a_backfill_never_moves_the_champion_pointer_back(empty_bucket):
     """Runs for 07-31 and (a backfill) 07-30 promote at once, each into its own record; both read
     models/champion.json before either writes it, and the 07-31 run writes first. The backfill's conditional PUT
     fails, it re-reads the pointer and leaves it on 07-31 (before: its stale read let it point back to 07-30)."""
-    from rossmann.steps import apply_quality_gate
+    from rossmann.forecast_tasks import apply_quality_gate
 
     setups = {"r31": trained(empty_bucket, "2015-07-31", "r31", scores(0.20, 0.5), B),
               "r30": trained(empty_bucket, "2015-07-30", "r30", scores(0.20, 0.5), B)}

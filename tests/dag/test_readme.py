@@ -2,14 +2,11 @@
 from __future__ import annotations
 
 import re
-import sys
 
+import dag_diagram  # noqa: E402  (scripts/dag_diagram.py: pyproject.toml's pytest pythonpath)
 import pytest
 
 from stack_helpers import DAG_ID, REPO_ROOT
-
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-import dag_diagram  # noqa: E402  (scripts/dag_diagram.py, importable only after the line above)
 
 README = REPO_ROOT / "README.md"
 MAX_LINES = 120

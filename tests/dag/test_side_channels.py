@@ -121,7 +121,7 @@ def test_publish_forecast_logs_and_returns_the_report_uri_never_a_presigned_url(
 
     import boto3
 
-    from rossmann import steps
+    from rossmann import forecast_tasks
     from rossmann.report_link import presigned_url
     from rossmann.uris import plan_run_uris
     from rossmann_jobs.commit_protocol import manifest_document, manifest_uri
@@ -142,7 +142,7 @@ def test_publish_forecast_logs_and_returns_the_report_uri_never_a_presigned_url(
                                                    "horizon": {"start": "2015-08-01", "end": "2015-09-17"}})),
                      *reversed(hook._split(manifest_uri(plan["predictions"]))))
     with caplog.at_level(logging.DEBUG):
-        forecast, latest = steps.publish_forecast(hook, plan, {"champion_model_uri": "s3://b/models/m"}, "r1")
+        forecast, latest = forecast_tasks.publish_forecast(hook, plan, {"champion_model_uri": "s3://b/models/m"}, "r1")
     assert latest and f"forecast report (one self-contained page): {forecast['report_uri']}" in caplog.text
     assert "X-Amz-Signature" not in caplog.text + json.dumps(forecast)
     # Negative control: the link's URL carries the signature the grep looks for.

@@ -1,10 +1,12 @@
-"""The embedded stack's process checks: an exited child of ours is not mistaken for a running one."""
+"""The embedded stack's process checks: an exited child of ours is not mistaken for a running one; the e2e tests'
+checkpoint killer kills only once the run has a checkpoint."""
 from __future__ import annotations
 
 import subprocess
 import time
 from pathlib import Path
 
+from checkpoint_killer import CHECKPOINT_POINTER, CheckpointKiller
 from stack_helpers import embedded
 
 
@@ -21,6 +23,24 @@ def test_an_exited_child_is_neither_a_live_pid_nor_a_live_group():
         assert alive(process.pid)
         wait_for_exit(process)
         assert not alive(process.pid)
+
+
+def test_the_checkpoint_killer_kills_once_a_pointer_names_the_epoch():
+    pointers: dict[str, dict] = {}
+    process = subprocess.Popen(["sleep", "60"])
+    killer = CheckpointKiller(lambda prefix: sorted(pointers), pointers.__getitem__, "s3://b/runs/d",
+                              lambda: [process.pid], after_epoch=1, poll_s=0.02)
+    try:
+        pointers[f"s3://b/runs/d/r{CHECKPOINT_POINTER}"] = {"epoch": 0}
+        time.sleep(0.3)
+        assert process.poll() is None and killer.killed_pids == []   # epoch 0: not yet
+        pointers[f"s3://b/runs/d/r{CHECKPOINT_POINTER}"] = {"epoch": 1}
+        assert process.wait(timeout=10) == -9
+        assert killer.killed_pids == [process.pid] and killer.pointer_epoch == 1 and killer.killed_at is not None
+    finally:
+        killer.stop()
+        process.kill()
+        process.wait()
 
 
 def test_a_process_that_is_not_our_child_is_alive():

@@ -17,7 +17,7 @@ JOBS_BIN = Path(sys.executable).parent
 # Every JVM of the tests starts as the DAG starts a small drop's jobs (rossmann_jobs/launch_settings.py): from the
 # jobs environment's class archive where scripts/setup_env.sh built one, and with C1-only JIT (the in-process
 # session, launched from PYSPARK_SUBMIT_ARGS, runs many small queries on small data: C1 cut a features test
-# module's wall time by ~30 % here). Spark-submitted jobs get the same through tests/jobs/job_process.py.
+# module's wall time by ~30 % here). Spark-submitted jobs get the same through testkit/job_process.py.
 if jobs_env_class_archive(sys.prefix).is_file():
     os.environ.setdefault(CLASS_ARCHIVE_ENV, str(jobs_env_class_archive(sys.prefix)))
 _JAVA_OPTIONS = shlex.quote(launch_conf("prepare", 0)[JAVA_OPTIONS])

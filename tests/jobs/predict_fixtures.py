@@ -11,17 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rossmann_jobs import model_files, storage
-from rossmann_jobs.features.spec import (
-    CATEGORICAL_COLS,
-    CONTINUOUS_COLS,
-    FEATURE_COLS,
-    LABEL_COL,
-    METADATA_FILE,
-    TEST_DIR,
-    TRAIN_DIR,
-    VALIDATION_DIR,
-)
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
 from rossmann_jobs.model_trust import DIGESTS_KEY
+from rossmann_jobs.output_layout import METADATA_FILE, TEST_DIR, TRAIN_DIR, VALIDATION_DIR
 from rossmann_jobs.training.model import build_model as build_network
 from rossmann_jobs.training.params import TrainParams
 

@@ -8,9 +8,9 @@ from datetime import date
 import pytest
 
 from fixtures.tiny_drop import tiny_drop, write_drop
-from job_process import JobProcess
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import METADATA_FILE
+from rossmann_jobs.output_layout import METADATA_FILE
+from testkit.job_process import JobProcess
 
 pytestmark = pytest.mark.slow
 

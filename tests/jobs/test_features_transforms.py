@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from rossmann_jobs.features import calendar, elapsed, encode, joins, split
+from rossmann_jobs.features import date_features, elapsed, encode, joins, split
 from rossmann_jobs.features.raw_schemas import GOOGLE_TREND, STORE
 from rossmann_jobs.features.validate import PROBLEM, problem_columns
 
@@ -94,7 +94,7 @@ def test_flag_events_treats_only_zero_as_no_event(spark):
 
 def test_expand_date_uses_iso_weeks(spark):
     df = spark.createDataFrame([(D("2014-12-29"),), (D("2015-01-04"),), (D("2015-07-31"),)], "Date date")
-    got = [(r.Year, r.Month, r.Week, r.Day) for r in calendar.expand_date(df).collect()]
+    got = [(r.Year, r.Month, r.Week, r.Day) for r in date_features.expand_date(df).collect()]
     assert got == [(2014, 12, 1, 29), (2015, 1, 1, 4), (2015, 7, 31, 31)]
 
 
@@ -105,7 +105,7 @@ COMPETITION_SCHEMA = ("Date date, CompetitionOpenSinceYear int, CompetitionOpenS
 def competition_and_promo2(spark, rows):
     """The since dates are added on the store table, the day counts on each row: here both on the same rows."""
     df = spark.createDataFrame(rows, COMPETITION_SCHEMA)
-    return calendar.add_competition_and_promo2(calendar.add_since_dates(df)).collect()
+    return date_features.add_competition_and_promo2(date_features.add_since_dates(df)).collect()
 
 
 def test_competition_months_are_capped_at_24_and_zero_before_opening_or_when_unknown(spark):
@@ -174,7 +174,7 @@ def test_iso_trend_keys_give_each_week_its_own_key_when_1_january_is_a_sunday(sp
     # A sales row joins on its own ISO year and keeps its calendar Year (a feature).
     days = spark.createDataFrame([(1, D("2017-01-01")), (1, D("2017-12-25"))], "Store int, Date date")
     lookups = lookup_frames(spark)
-    joined = joins.add_lookup_columns(calendar.expand_date(days), lookups[0], lookups[1],
+    joined = joins.add_lookup_columns(date_features.expand_date(days), lookups[0], lookups[1],
                                       joins.state_trend(classified), joins.germany_trend(classified), lookups[4],
                                       iso_trend_keys=True)
     got = {(r.Date, r.Year): (r.trend, r.trend_de) for r in joined.collect()}

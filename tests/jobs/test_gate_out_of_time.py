@@ -7,17 +7,16 @@ train job's gate scores (training/gate_scores.py) and the DAG's decision (plugin
 from __future__ import annotations
 
 import math
-import sys
 from datetime import date
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from rossmann.gate import decide_promotion  # noqa: E402  (pure: standard library and the jobs' output layout)
 from rossmann_jobs import storage
 from rossmann_jobs.features import split
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
-from rossmann_jobs.model_files import open_model
+from rossmann_jobs.model_store import open_model
 from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
 from rossmann_jobs.prepare import run_prepare
 from rossmann_jobs.synth.cli import land
@@ -25,9 +24,6 @@ from rossmann_jobs.synth.dataset import SynthConfig
 from rossmann_jobs.training.feature_set import load_feature_set
 from rossmann_jobs.training.params import TrainParams
 from tests.jobs.predict_fixtures import commit_model
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins"))
-from rossmann.gate import decide_promotion  # noqa: E402  (pure: standard library and the jobs' output layout)
 
 AS_OF = date(2015, 7, 31)
 RECENT_BIAS, CHAMPION_BIAS = 1.15, 1.04     # the challenger: +15 % on the last 48 days; the champion: +4 % on all

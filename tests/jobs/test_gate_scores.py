@@ -10,12 +10,13 @@ import pandas as pd
 import pytest
 
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, TRAIN_DIR, VALIDATION_DIR
-from rossmann_jobs.model_files import open_model
+from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
+from rossmann_jobs.model_store import open_model
 from rossmann_jobs.model_trust import STORAGE_ROOT_ENV, encode_digests
+from rossmann_jobs.output_layout import TRAIN_DIR, VALIDATION_DIR
 from rossmann_jobs.training.feature_set import load_feature_set
 from rossmann_jobs.training.params import TrainParams
-from tests.jobs.feature_fixtures import VOCAB_SIZES, write_features
+from testkit.feature_fixtures import VOCAB_SIZES, write_features
 from tests.jobs.predict_fixtures import commit_model
 
 SMALL = TrainParams(hidden_units=(16, 8), embedding_dim=3)
@@ -148,7 +149,7 @@ def test_the_baseline_window_ends_before_the_validation_window_prepare_recorded(
     import dataclasses
 
     from rossmann_jobs.training.gate_scores import validation_window_start
-    from rossmann_jobs.training.splits import read_files
+    from rossmann_jobs.training.prepared_files import read_files
 
     validation = read_files(spark, dated.validation_files)
     recorded = dataclasses.replace(dated, metadata={**dated.metadata,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import predict_fixtures
-from rossmann_jobs import model_files, storage
+from rossmann_jobs import model_files, model_store, storage
 from rossmann_jobs.model_trust import (
     IncompatibleModelError,
     UntrustedModelError,
@@ -141,7 +141,7 @@ def committed(storage_root):
 
 
 def test_a_model_is_rebuilt_from_its_params_and_weights_and_predicts_the_same(committed):
-    source = model_files.open_model(committed["out"])   # the digests its train job committed
+    source = model_store.open_model(committed["out"])   # the digests its train job committed
     rebuilt = model_files.build_model(source.artifact, source.weights_bytes(), source.attempt)
     frames, _ = predict_fixtures.make_frames()
     inputs = {c: frames[c].to_numpy().reshape(-1, 1) for c in predict_fixtures.FEATURE_COLS}
@@ -165,9 +165,9 @@ def test_a_tampered_file_is_refused(committed, tampered):
     storage.write_bytes(uri, forged)
     recorded = encode_digests(committed["digests"])
     with pytest.raises(UntrustedModelError, match=rf"{tampered}: SHA-256 .* differs from the recorded"):
-        model_files.open_model(committed["attempt"], recorded).weights_bytes()
+        model_store.open_model(committed["attempt"], recorded).weights_bytes()
     # Negative control: without the digest check the forged files would load and serve.
-    source = model_files.ModelSource(committed["attempt"], committed["attempt"],
+    source = model_store.ModelSource(committed["attempt"], committed["attempt"],
                                      json.loads(storage.read_bytes(storage.join(committed["attempt"],
                                                                                 "model/artifact.json"))), {})
     model_files.build_model(source.artifact, storage.read_bytes(storage.join(committed["attempt"],
@@ -177,8 +177,8 @@ def test_a_tampered_file_is_refused(committed, tampered):
 def test_a_model_without_recorded_digests_is_refused(committed):
     pinned = committed["attempt"]   # an attempt (like a pinned champion copy) has no manifest of its own
     with pytest.raises(UntrustedModelError, match="no SHA-256 recorded"):
-        model_files.open_model(pinned)
-    assert model_files.open_model(pinned, encode_digests(committed["digests"])).attempt == pinned
+        model_store.open_model(pinned)
+    assert model_store.open_model(pinned, encode_digests(committed["digests"])).attempt == pinned
 
 
 # --- location ---------------------------------------------------------------------------------------------------

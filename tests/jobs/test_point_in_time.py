@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import joins, point_in_time
-from rossmann_jobs.features.calendar import expand_date
+from rossmann_jobs.features.date_features import expand_date
 from rossmann_jobs.features.pipeline import Lookups, lookup_tables
 from rossmann_jobs.features.raw_schemas import DATE, DOUBLE, GOOGLE_TREND, RAW_FILES, WEATHER
 from rossmann_jobs.features.spec import ORIGIN_COLS

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from job_process import JobProcess
 from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import RAW_FILES
 from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
@@ -38,6 +37,7 @@ from test_point_in_time import (
     week_end_of,
     write_csv,
 )
+from testkit.job_process import JobProcess
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import base64
 import glob
-import html.parser
 import io
 import math
 import os
@@ -22,6 +21,7 @@ import pytest
 
 import predict_fixtures
 from conftest import JOBS_BIN, REPO_ROOT
+from report_html import ReportPage
 from rossmann_jobs import predict, spark_session, storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL
@@ -207,22 +207,9 @@ def test_validation_rmspe_matches_an_independent_computation(job):
     assert job.manifest["summary"]["validation_exp_rmspe"] == pytest.approx(expected, rel=1e-4)
 
 
-class _Page(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.images, self.text = [], []
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "img":
-            self.images.append(dict(attrs)["src"])
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
 @pytest.mark.slow
 def test_report_is_one_self_contained_page(job):
-    page = _Page()
+    page = ReportPage()
     page.feed(storage.read_bytes(storage.join(job.attempt, REPORT_PAGE)).decode("utf-8"))
     text = "".join(page.text)
     # gate comparison and training curves of the trained model, 3 validation/horizon plots, the fan chart,

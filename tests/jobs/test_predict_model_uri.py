@@ -5,7 +5,7 @@ import pytest
 
 import predict_fixtures
 from rossmann_jobs import storage
-from rossmann_jobs.model_files import attempt_of, open_model
+from rossmann_jobs.model_store import attempt_of, open_model
 from rossmann_jobs.model_trust import encode_digests
 
 

@@ -12,7 +12,7 @@ from fixtures.tiny_drop import csv_text, tiny_drop, write_drop
 from rossmann_jobs import storage
 from rossmann_jobs.features.drop_manifest import manifest_bytes, parse_manifest
 from rossmann_jobs.features.validate import RawInputError
-from tests.jobs.feature_fixtures import committed_split_frames
+from testkit.feature_fixtures import committed_split_frames
 
 AS_OF = date(2015, 7, 31)
 

@@ -10,7 +10,8 @@ import pytest
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import point_in_time, split
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, METADATA_FILE, SEED_CONTINUOUS_COLS
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, SEED_CONTINUOUS_COLS
+from rossmann_jobs.output_layout import METADATA_FILE
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +47,7 @@ def ours(spark, raw_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(spark, raw_dir):
-    from seed_reference import data_preparation
+    from testkit.seed_reference import data_preparation
 
     max_sales, vocab, train_df, test_df = data_preparation(spark, raw_dir)
     return max_sales, vocab, train_df.toPandas(), test_df.toPandas()

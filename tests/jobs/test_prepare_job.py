@@ -16,8 +16,9 @@ import pytest
 from fixtures.tiny_drop import TEST_END, TEST_START, tiny_drop, write_drop
 from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import RAW_FILES
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, METADATA_FILE
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS
 from rossmann_jobs.features.validate import RawInputError
+from rossmann_jobs.output_layout import METADATA_FILE
 
 pytestmark = pytest.mark.slow
 

@@ -8,12 +8,12 @@ from datetime import date
 import pandas as pd
 import pytest
 
-from job_process import JobProcess, event_log_conf, spilled_bytes
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import METADATA_FILE, TRAIN_DIR
 from rossmann_jobs.job_protocol import BAD_INPUT_EXIT_CODE, FAILURE_LINE
+from rossmann_jobs.output_layout import METADATA_FILE, TRAIN_DIR
 from rossmann_jobs.synth.cli import generate
 from rossmann_jobs.synth.dataset import SynthConfig
+from testkit.job_process import JobProcess, event_log_conf, spilled_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -88,7 +88,7 @@ def test_prepare_without_memory_to_spill_fails_fast_naming_step_sizing_and_setti
 
 
 def test_only_out_of_memory_errors_get_the_sizing_message():
-    from rossmann_jobs.spark_session import memory_error
+    from rossmann_jobs.job_runner import memory_error
 
     conf = {"spark.master": "local[2]", "spark.driver.memory": "2g", "spark.app.name": "rossmann-prepare"}
     assert memory_error("prepare", RuntimeError("Connection refused: s3"), conf, ["prepare"]) is None

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html.parser
 import io
 import math
 import random
@@ -15,11 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
+from report_html import ReportPage
 from rossmann_jobs import score, storage
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import parse_columns
-from rossmann_jobs.forecast import score_records, score_report, scoring
-from rossmann_jobs.forecast.score_records import (
+from rossmann_jobs.forecast_scores import score_records, score_report, scoring
+from rossmann_jobs.forecast_scores.score_records import (
     ScoringInputError,
     median_ratio_by_lead_week,
     merge_summary,
@@ -248,7 +248,7 @@ def test_a_too_narrow_interval_is_reported_as_under_covering(spark):
     assert [(week, rows) for week, rows, *_ in calibration] == [(w, 14) for w in range(1, 7)] + [(7, 12)]
     assert all(model == 0.0 and baseline == 1.0 for _w, _r, model, baseline, _lm, _lb in calibration)
     page = score_report.index_html(summary).decode()
-    images = _Images()
+    images = ReportPage()
     images.feed(page)
     assert len(images.sources) == 4     # lead day, bias, over time, calibration
     assert "forecasts whose interval is under-covering</th><td>2015-06-01 narrow" in page
@@ -303,16 +303,6 @@ def read_tree(uri: str) -> dict[str, bytes]:
     return {f[len(uri) + 1:]: storage.read_bytes(f) for f in storage.list_files(uri)}
 
 
-class _Images(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.sources = []
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "img":
-            self.sources.append(dict(attrs)["src"])
-
-
 @pytest.mark.slow
 def test_score_job_writes_records_summary_and_report_and_reruns_identically(spark, drop):
     summary = score.run_score(spark, drop["raw"], SCORING_DATE, drop["forecasts"], drop["out"])
@@ -354,7 +344,7 @@ def test_score_job_writes_records_summary_and_report_and_reruns_identically(spar
         [math.sqrt((2.26 + 0.04) / 7), math.sqrt((2.3225 + 0.29) / 7), 0.8, 0.5], abs=1e-8)
 
     page = first["report/index.html"].decode()
-    images = _Images()
+    images = ReportPage()
     images.feed(page)
     assert len(images.sources) == 3 and all(s.startswith("data:image/png;base64,") for s in images.sources)
     assert all(base64.b64decode(s.split(",", 1)[1]).startswith(PNG_SIGNATURE) for s in images.sources)

@@ -16,8 +16,8 @@ import pytest
 
 from rossmann_jobs import storage
 from rossmann_jobs.synth import cli
-from rossmann_jobs.synth.calendar import days_since_event, days_until_event, easter_sunday
 from rossmann_jobs.synth.dataset import SynthConfig, build_dataset
+from rossmann_jobs.synth.dataset_calendar import days_since_event, days_until_event, easter_sunday
 from rossmann_jobs.synth.stores import scaled_counts
 from rossmann_jobs.synth.truth import exp_rmspe, theoretical_floor, validation_window
 
@@ -410,7 +410,7 @@ def test_exact_quantiles_of_the_log_normal_noise_cover_their_nominal_share_and_n
     """score_quantiles against the truth: the exact P10-P90 of Sales = expected x exp(N(0, sigma^2)) covers ~80 %;
     an interval a tenth as wide under-covers and loses more; a missing forecast row counts as 0. The same noise
     around a point-in-time expectation 15 % low (a drift after D) under-covers: the reference for what D can know."""
-    from rossmann_jobs.synth.forecast_score import score_quantiles
+    from rossmann_jobs.synth.truth_scores import score_quantiles
 
     rng = np.random.default_rng(3)
     as_of, sigma, levels = dt.date(2015, 7, 31), 0.1, (0.1, 0.5, 0.9)

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from rossmann_jobs.synth import cli
-from rossmann_jobs.synth.calendar import TRAIN_END
 from rossmann_jobs.synth.dataset import SynthConfig, build_dataset
-from rossmann_jobs.synth.point_in_time import point_in_time_expected
+from rossmann_jobs.synth.dataset_calendar import TRAIN_END
+from rossmann_jobs.synth.point_in_time_floor import point_in_time_expected
 from rossmann_jobs.synth.sales import trend_factor, weather_factor
 from rossmann_jobs.synth.scenarios import SCENARIO_NAMES, SCENARIOS, scenario_config
 from rossmann_jobs.synth.shifts import SHIFT_WINDOW_DAYS

@@ -18,8 +18,9 @@ import uuid
 import numpy as np
 import pytest
 
-from rossmann_jobs import model_files, storage
-from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL, METADATA_FILE, VALIDATION_DIR
+from rossmann_jobs import model_files, model_store, storage
+from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
+from rossmann_jobs.output_layout import METADATA_FILE, VALIDATION_DIR
 from tests.jobs.conftest import JOBS_BIN, REPO_ROOT
 from tests.jobs.listeners import ListenerSampler, reachable_from_outside
 
@@ -165,7 +166,7 @@ def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, t
     assert artifact["features_uri"] == s3_run["features"]
 
     # Checked against the digests the job committed.
-    source = model_files.open_model(s3_run["out"], root=s3_run["root"])
+    source = model_store.open_model(s3_run["out"], root=s3_run["root"])
     model = model_files.build_model(source.artifact, source.weights_bytes(), source.attempt)
     validation_files = [f for f in storage.list_files(storage.join(storage.committed_uri(s3_run["features"]),
                                                                    VALIDATION_DIR)) if f.endswith(".parquet")]

@@ -8,11 +8,11 @@ import pytest
 
 from rossmann_jobs import model_files, storage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
-from rossmann_jobs.training import checkpoint, report, schedule
+from rossmann_jobs.training import checkpoint, schedule, train_outputs
 from rossmann_jobs.training.feature_set import FeatureDataError, ParquetUnit, load_feature_set, rank_units, scan_files
 from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams
 from rossmann_jobs.training.shard_input import eval_chunks, local_copies, read_unit, shuffled_blocks, steps_per_epoch
-from tests.jobs.feature_fixtures import VOCAB_SIZES, feature_table, write_features
+from testkit.feature_fixtures import VOCAB_SIZES, feature_table, write_features
 
 SMALL = TrainParams(hidden_units=(16, 8), embedding_dim=3)
 
@@ -400,7 +400,7 @@ def test_cli_parses_the_contract_arguments():
 def test_training_curves_png_is_an_image():
     history = [{"epoch": e, "train_loss": 1 / e, "val_loss": 1.1 / e, "train_exp_rmspe": 0.5 / e,
                 "val_exp_rmspe": 0.6 / e} for e in (1, 2, 3)]
-    png = report.training_curves_png(history, best_epoch=3)
+    png = train_outputs.training_curves_png(history, best_epoch=3)
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
@@ -420,7 +420,7 @@ def test_a_checkpoint_of_other_features_or_architecture_is_not_resumed():
 # --- start statistics -------------------------------------------------------------------------------------------
 
 def test_column_moments_merge_blocks_exactly_like_one_pass():
-    from rossmann_jobs.training.splits import column_moments
+    from rossmann_jobs.training.prepared_files import column_moments
 
     rng = np.random.default_rng(3)
     data = rng.normal(1e4, 3.0, (1000, 3)).astype(np.float32)   # a large mean: naive E[x^2] - E[x]^2 would cancel
@@ -434,7 +434,7 @@ def test_train_statistics_are_the_train_split_moments(tmp_path):
     """Over every row of every train file (several files, several row groups), never the validation rows."""
     import pyarrow.parquet as pq
 
-    from rossmann_jobs.training.splits import train_statistics
+    from rossmann_jobs.training.prepared_files import train_statistics
 
     write_features(str(tmp_path / "features"), train_rows=3000, validation_rows=500, num_shards=3)
     features = load_feature_set(str(tmp_path / "features"))

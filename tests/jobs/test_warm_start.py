@@ -11,7 +11,7 @@ from rossmann_jobs.model_trust import DIGESTS_KEY, STORAGE_ROOT_ENV
 from rossmann_jobs.training.feature_set import FeatureSet
 from rossmann_jobs.training.params import TrainParams
 from rossmann_jobs.training.warm_start import FRESH_ROW, embedding_rows, load_weights, plan_warm_start
-from tests.jobs.feature_fixtures import VOCAB_SIZES
+from testkit.feature_fixtures import VOCAB_SIZES
 
 SMALL = TrainParams(hidden_units=(16, 8), embedding_dim=3)
 OLD_VOCABULARIES = {col: [f"{col}-{i}" for i in range(1, VOCAB_SIZES[col])] for col in CATEGORICAL_COLS}

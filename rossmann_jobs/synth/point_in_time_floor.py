@@ -18,7 +18,7 @@ import datetime as dt
 
 import numpy as np
 
-from rossmann_jobs.synth.calendar import HORIZON_DAYS
+from rossmann_jobs.synth.dataset_calendar import HORIZON_DAYS
 from rossmann_jobs.synth.grids import DataGrids
 from rossmann_jobs.synth.sales import trend_factor
 

@@ -6,15 +6,8 @@ from typing import Any
 import numpy as np
 
 from rossmann_jobs import storage
-from rossmann_jobs.features.spec import (
-    CATEGORICAL_COLS,
-    CONTINUOUS_COLS,
-    LABEL_COL,
-    METADATA_FILE,
-    STORE_ID_COL,
-    TRAIN_DIR,
-    VALIDATION_DIR,
-)
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, LABEL_COL, STORE_ID_COL
+from rossmann_jobs.output_layout import METADATA_FILE, TRAIN_DIR, VALIDATION_DIR
 
 VOCAB_SIZES = {col: 4 for col in CATEGORICAL_COLS} | {"Store": 21, "DayOfWeek": 8, "Promo": 3}
 

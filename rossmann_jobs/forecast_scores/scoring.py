@@ -29,7 +29,7 @@ from rossmann_jobs.forecast.quantiles import (
     lead_week,
     quantile_columns,
 )
-from rossmann_jobs.forecast.score_records import (
+from rossmann_jobs.forecast_scores.score_records import (
     BASELINE_COVERAGE,
     BASELINE_MEDIAN_RATIO,
     BASELINE_QUANTILE_LOSS,

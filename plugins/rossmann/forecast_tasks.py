@@ -145,7 +145,7 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
     date's champion (a backfill never replaces it).
     """
     manifest = read_manifest(hook, plan["model"])
-    candidate = f"{plan['model']}/{manifest['attempt']}"
+    candidate = attempt_uri(plan["model"], manifest)
     if candidate != metrics["model_attempt_uri"]:
         raise RuntimeError(f"{plan['model']} now commits {candidate}, but read_train_metrics scored "
                            f"{metrics['model_attempt_uri']}: clear read_train_metrics and the tasks after it.")

@@ -14,13 +14,14 @@ from typing import Any, Iterable
 from rossmann.alerts import forecast_drift_alert
 from rossmann.outputs import exists, list_uris, read_json, write_json
 from rossmann.uris import forecast_record_key
-from rossmann_jobs.forecast.score_records import (
+from rossmann_jobs.forecast_scores.score_records import (
     BASELINE_MEDIAN_RATIO,
     BASELINE_RMSPE,
     DIGITS,
     MODEL_MEDIAN_RATIO,
     MODEL_RMSPE,
     RECENT,
+    SCORED,
 )
 
 log = logging.getLogger("rossmann.scoring")
@@ -66,7 +67,7 @@ def find_forecasts_to_score(hook, plan: dict[str, str]) -> str | None:
 def compact_summary(summary: dict[str, Any], plan: dict[str, str]) -> dict[str, Any]:
     """The few numbers of summary.json for XCom and the asset event: pooled model vs baseline, the newest scored
     forecast, the pending count, and where the summary and the report are."""
-    scored = [e for e in summary["forecasts"].values() if e["status"] == "scored"]
+    scored = [e for e in summary["forecasts"].values() if e["status"] == SCORED]
     newest = max(scored, key=lambda e: (e["as_of"], e["scoring_date"], e["run_id"]), default=None)
     overall = summary["overall"]
     model, baseline = overall[MODEL_RMSPE], overall[BASELINE_RMSPE]

@@ -1,15 +1,14 @@
 """A forecast for as-of D scored against the generator's truth: the hidden sales of the horizon, beside the floors.
-
 `python -m rossmann_jobs.synth score --stores N --seed S --as-of D --raw DROP --predictions URI` regenerates the
 data set the drop came from (deterministic), reads the predict job's committed output (submission.csv and the naive
-seasonal baseline in predictions/) and prints exp-RMSPE against the hidden Sales of the drop's test.csv rows
-(Sales > 0): the model, the naive baseline, the noise floor (the noise-free expected sales) and the point-in-time
-floor (the expected sales as known on D, synth/point_in_time.py). score_quantiles scores quantile forecasts the same
-way: P10-P90 coverage and weighted quantile loss (as forecast/scoring.py defines them), beside the exact quantiles of
-the generated sales (the noise is log-normal: Sales = expected x exp(eps), eps ~ N(0, sigma^2), so the q quantile is
-expected x exp(sigma z_q), rounding aside), and beside the same noise around the point-in-time expectation: the
-interval of a forecast that knows all that D knows and only the noise's spread (not how far the weather and the
-trend may move after D), so it shows how much of a miss is the horizon's unknowable drift.
+seasonal baseline in predictions/) and prints exp-RMSPE against the hidden Sales of the drop's test.csv rows (Sales
+> 0): the model, the naive baseline, the noise floor (the noise-free expected sales) and the point-in-time floor
+(the expected sales as known on D, synth/point_in_time_floor.py). score_quantiles scores quantile forecasts the same
+way: P10-P90 coverage and weighted quantile loss (as forecast_scores/scoring.py defines them), beside the exact
+quantiles of the generated sales (the noise is log-normal: Sales = expected x exp(eps), eps ~ N(0, sigma^2), so the
+q quantile is expected x exp(sigma z_q), rounding aside), and beside the same noise around the point-in-time
+expectation: the interval of a forecast that knows all that D knows and only the noise's spread (not how far the
+weather and the trend may move after D), so it shows how much of a miss is the horizon's unknowable drift.
 """
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ import pandas as pd
 
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.output_layout import PREDICTIONS_DIR, SUBMISSION_FILE
-from rossmann_jobs.synth.point_in_time import point_in_time_expected
+from rossmann_jobs.synth.point_in_time_floor import point_in_time_expected
 from rossmann_jobs.synth.truth import exp_rmspe
 
 
@@ -85,7 +84,7 @@ def exact_quantiles(expected: np.ndarray, sigma: float, levels: Sequence[float])
 
 def quantile_scores(actual: np.ndarray, quantiles: np.ndarray, levels: Sequence[float]) -> dict:
     """coverage: share of actuals in [lowest, highest quantile]; quantile_loss: per level 2 sum(pinball) /
-    sum(actual), averaged over the levels (forecast/scoring.py's definitions, in numpy)."""
+    sum(actual), averaged over the levels (forecast_scores/scoring.py's definitions, in numpy)."""
     error = actual[:, None] - quantiles
     tau = np.asarray(levels, float)[None, :]
     pinball = np.maximum(tau * error, (tau - 1) * error)

@@ -12,7 +12,7 @@ from typing import Callable
 
 from rossmann_jobs.launch_settings import launch_conf
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 class JobProcess:

@@ -7,10 +7,11 @@ the console) with nothing else to fetch.
 """
 from __future__ import annotations
 
+import html
+from datetime import date
 from typing import Any
 
-from rossmann_jobs.forecast.report import accuracy_table, embedded_png, html_table, over_time_plot, page, plt, png_bytes
-from rossmann_jobs.forecast.score_records import (
+from rossmann_jobs.forecast_scores.score_records import (
     BASELINE_COVERAGE,
     BASELINE_MEDIAN_RATIO,
     BASELINE_RMSPE,
@@ -27,8 +28,36 @@ from rossmann_jobs.forecast.score_records import (
     interval_nominal,
     median_ratio_by_lead_week,
 )
+from rossmann_jobs.html_page import embedded_png, format_value, html_table, page, plt, png_bytes
 
 UNBIASED_BAND = (1 - BIAS_ALERT_THRESHOLD, 1 + BIAS_ALERT_THRESHOLD)
+
+
+def over_time_plot(entries: list[dict[str, Any]]) -> bytes:
+    """exp-RMSPE of each scored forecast (score summary entries) by its as-of date, model vs baseline."""
+    figure, axis = plt.subplots(figsize=(10, 4.5), constrained_layout=True)
+    days = [date.fromisoformat(e["as_of"]) for e in entries]
+    axis.plot(days, [e[MODEL_RMSPE] for e in entries], marker="o", color="tab:orange", label="model")
+    axis.plot(days, [e[BASELINE_RMSPE] for e in entries], marker="o", color="tab:gray",
+              label="naive seasonal baseline")
+    axis.set_xlabel("forecast as-of date")
+    axis.set_ylabel("exp-RMSPE")
+    axis.set_title("Forecast error over time (each forecast's actuals known so far)", fontsize=10)
+    axis.tick_params(axis="x", labelrotation=45, labelsize=8)
+    axis.grid(alpha=0.3)
+    axis.legend()
+    return png_bytes(figure)
+
+
+def accuracy_table(entries: list[dict[str, Any]]) -> str:
+    """One row per score summary entry: which forecast, scored with which drop, model vs baseline."""
+    header = "".join(f"<th>{name}</th>" for name in ("as of", "run", "status", "scored with drop", "days", "rows",
+                                                     "model exp-RMSPE", "baseline exp-RMSPE"))
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(format_value(value))}</td>" for value in (
+            e["as_of"], e["run_id"], e["status"], e["scoring_date"], e["days_scored"], e["rows"], e[MODEL_RMSPE],
+            e[BASELINE_RMSPE])) + "</tr>" for e in entries)
+    return f"<table><tr>{header}</tr>{rows}</table>"
 
 
 def model_vs_baseline_plot(rows: list[tuple[int, int, float | None, float | None]], xlabel: str, ylabel: str,

@@ -1,21 +1,13 @@
-"""The forecast report: PNG plots (matplotlib Agg) of small aggregated frames in one self-contained HTML page.
-
-The PNGs are embedded as data: URIs, so the single index.html object opens straight from S3 (a presigned link,
-the console, a download) with nothing else to fetch.
-"""
+"""The forecast report's page: PNG plots of small aggregated frames in one self-contained page (html_page.py)."""
 from __future__ import annotations
 
-import base64
 import html
-import io
-from datetime import date
 from typing import Any
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen before pyplot loads)
-import pandas as pd  # noqa: E402
+from rossmann_jobs.forecast_scores.score_report import accuracy_table, over_time_plot
+from rossmann_jobs.html_page import embedded_png, format_value, html_table, page, plt, png_bytes
 
 ACTUAL, FORECAST = "SalesActual", "SalesForecast"
 
@@ -31,13 +23,6 @@ def pick_stores(store_totals: pd.DataFrame, count: int = 4) -> list[int]:
         return ranked
     positions = sorted({round(i * (len(ranked) - 1) / (count - 1)) for i in range(count)})
     return [int(ranked[p]) for p in positions]
-
-
-def png_bytes(figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
-    plt.close(figure)
-    return buffer.getvalue()
 
 
 def _actual_vs_forecast(axis, daily: pd.DataFrame, title: str) -> None:
@@ -130,77 +115,13 @@ def gate_comparison_plot(scores: dict[str, Any]) -> bytes:
     return png_bytes(figure)
 
 
-def embedded_png(png: bytes, alt: str) -> str:
-    """An <img> carrying its PNG as a data: URI."""
-    return f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}" alt="{html.escape(alt)}">'
-
-
-def format_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}" if abs(value) < 100 else f"{value:,.0f}"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {format_value(v)}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return " to ".join(format_value(v) for v in value)
-    return "n/a" if value is None else str(value)
-
-
-def html_table(rows: list[tuple[str, Any]]) -> str:
-    body = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(format_value(v))}</td></tr>" for k, v in rows)
-    return f"<table>{body}</table>"
-
-
-def over_time_plot(entries: list[dict[str, Any]]) -> bytes:
-    """exp-RMSPE of each scored forecast (score summary entries) by its as-of date, model vs baseline."""
-    from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
-
-    figure, axis = plt.subplots(figsize=(10, 4.5), constrained_layout=True)
-    days = [date.fromisoformat(e["as_of"]) for e in entries]
-    axis.plot(days, [e[MODEL_RMSPE] for e in entries], marker="o", color="tab:orange", label="model")
-    axis.plot(days, [e[BASELINE_RMSPE] for e in entries], marker="o", color="tab:gray",
-              label="naive seasonal baseline")
-    axis.set_xlabel("forecast as-of date")
-    axis.set_ylabel("exp-RMSPE")
-    axis.set_title("Forecast error over time (each forecast's actuals known so far)", fontsize=10)
-    axis.tick_params(axis="x", labelrotation=45, labelsize=8)
-    axis.grid(alpha=0.3)
-    axis.legend()
-    return png_bytes(figure)
-
-
-def accuracy_table(entries: list[dict[str, Any]]) -> str:
-    """One row per score summary entry: which forecast, scored with which drop, model vs baseline."""
-    from rossmann_jobs.forecast.scoring import BASELINE_RMSPE, MODEL_RMSPE
-
-    header = "".join(f"<th>{name}</th>" for name in ("as of", "run", "status", "scored with drop", "days", "rows",
-                                                     "model exp-RMSPE", "baseline exp-RMSPE"))
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(format_value(value))}</td>" for value in (
-            e["as_of"], e["run_id"], e["status"], e["scoring_date"], e["days_scored"], e["rows"], e[MODEL_RMSPE],
-            e[BASELINE_RMSPE])) + "</tr>" for e in entries)
-    return f"<table><tr>{header}</tr>{rows}</table>"
-
-
-def page(title: str, sections: list[tuple[str, str]]) -> str:
-    """The report page: a title and (heading, HTML fragment) sections; fragments are trusted HTML, escape values
-    with html_table/html.escape."""
-    body = "\n".join(f"<h2>{html.escape(heading)}</h2>\n{fragment}" for heading, fragment in sections)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}
-th,td{{border:1px solid #ccc;padding:4px 10px;text-align:left}}img{{max-width:100%}}</style></head>
-<body>
-<h1>{html.escape(title)}</h1>
-{body}
-</body></html>
-"""
-
-
 def forecast_page(title: str, run_metrics: list[tuple[str, Any]], validation_plots: list[tuple[str, bytes]],
                   worst_stores: pd.DataFrame, model_info: list[tuple[str, Any]], training: dict[str, Any] | None,
-                  training_uri: str | None, gate_decision: str | None, accuracy: list[dict[str, Any]]) -> str:
+                  training_uri: str | None, gate_decision: str | None, accuracy: list[dict[str, Any]],
+                  training_curves: bytes | None = None) -> str:
     """The forecast report: run metrics, the quality gate's comparison and the training curves of the run's model
-    (`training`: its metrics.json), the validation and horizon plots, the accuracy of earlier forecasts scored by
+    (`training`: its metrics.json; `training_curves`: the PNG its train job drew, else drawn here from the
+    epochs), the validation and horizon plots, the accuracy of earlier forecasts scored by
     the as-of date (`accuracy`: score summary entries), the worst stores and the model's facts."""
     sections = [("Run metrics", html_table(run_metrics))]
     scores = (training or {}).get("gate_scores")
@@ -216,8 +137,11 @@ def forecast_page(title: str, run_metrics: list[tuple[str, Any]], validation_plo
         sections.append(("Model selection (quality gate)",
                          f"<p>{html.escape(format_value(training_uri))} holds no gate scores.</p>"))
     history = (training or {}).get("epochs")
-    if history:
-        from rossmann_jobs.training.report import training_curves_png
+    if training_curves:
+        sections.append(("Training curves", embedded_png(training_curves,
+                                                         "loss and exp-RMSPE per epoch, train vs validation")))
+    elif history:   # a metrics.json without the train job's PNG beside it
+        from rossmann_jobs.training.train_outputs import training_curves_png
 
         sections.append(("Training curves", embedded_png(training_curves_png(history, training.get("best_epoch")),
                                                          "loss and exp-RMSPE per epoch, train vs validation")))

@@ -1,0 +1,1 @@
+"""Helpers the tests and the benchmarks share: a job run through spark-submit, Spark event logs, the seed reference."""
