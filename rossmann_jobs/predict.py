@@ -43,7 +43,7 @@ from rossmann_jobs.features.spec import (
 )
 from rossmann_jobs.features.validate import read_text_csv
 from rossmann_jobs.forecast import metrics, quantiles, report, score_records
-from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast, baseline_quantiles
+from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel
 from rossmann_jobs.forecast.inputs import (
     DATE_TYPES,
@@ -213,8 +213,8 @@ def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int
     # Materialized once (small: one row per test Id), since the test frame is queried several times below.
     history = read_history(spark, features_attempt)
     baseline_columns = quantiles.quantile_columns(levels, quantiles.BASELINE_PREFIX)
-    baseline = baseline_forecast(test.select("Id", "StoreId", "DayOfWeek", "Promo"), history, end=as_of)
-    baseline = (baseline_quantiles(baseline, history, as_of, levels, baseline_columns)
+    baseline = (baseline_forecast(test.select("Id", "StoreId", "DayOfWeek", "Promo"), history, as_of,
+                                  levels=levels, columns=baseline_columns)
                 .select("Id", BASELINE_COL, *baseline_columns).localCheckpoint())
     test = with_open_status(remap_indices(test, mappings)).join(F.broadcast(baseline), "Id", "left")
     status = {row[OPEN_STATUS_COL]: row["count"] for row in test.groupBy(OPEN_STATUS_COL).count().collect()}
@@ -367,7 +367,6 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
     if mappings:
         log.warning("features and model vocabularies differ; re-indexing %s (values unknown to the model: %s)",
                     sorted(mappings), unknown_counts(mappings))
-    threads = int(spark.conf.get("spark.task.cpus", "1"))
     partitions = spark.sparkContext.defaultParallelism
     attempt = storage.new_attempt_uri(out_uri)
     predictions_uri = storage.join(attempt, PREDICTIONS_DIR)
@@ -381,10 +380,10 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
         model = BroadcastModel(spark, source)
         try:
             # Validation first (small, materialized once): its residuals calibrate the test rows' quantiles.
-            validation_rows = validation_predictions(validation, model, threads, partitions, levels).localCheckpoint()
-            origin_rows = origin_forecasts(from_origin, model, threads, partitions).localCheckpoint()
+            validation_rows = validation_predictions(validation, model, partitions, levels).localCheckpoint()
+            origin_rows = origin_forecasts(from_origin, model, partitions).localCheckpoint()
             residual_table, quantile_summary = calibrate_quantiles(validation_rows, levels, origin_rows)
-            (test_predictions(test, model, threads, partitions, as_of, residual_table, levels)
+            (test_predictions(test, model, partitions, as_of, residual_table, levels)
              .unionByName(validation_rows)
              .write.partitionBy(SPLIT_COL).parquet(storage.spark_uri(predictions_uri)))
         finally:
