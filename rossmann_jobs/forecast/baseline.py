@@ -54,7 +54,9 @@ def baseline_forecast(rows: DataFrame, history: DataFrame, end: date, days: int 
     out, cells = rows, seasonal_cells(history, end, levels, days)
     for keys in LEVELS:
         table = cells.filter(F.col("_level") == level_id(keys)).select(*keys, F.col("_q").alias(f"_q_{len(keys)}"))
-        out = out.join(F.broadcast(table), keys, "left") if keys else out.crossJoin(F.broadcast(table))
+        # A left join for the all-stores cell too: a window without rows has no cell at all (a rollup of nothing
+        # is empty), and the rows must stay, without a baseline.
+        out = out.join(F.broadcast(table), keys if keys else F.lit(True), "left")
     chosen = F.coalesce(*[F.col(f"_q_{len(keys)}") for keys in LEVELS])
     out = out.withColumns({name: F.exp(chosen[index]).cast("double")
                            for index, name in enumerate([BASELINE_COL, *columns])})
