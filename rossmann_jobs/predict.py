@@ -94,7 +94,6 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
     log.info("model %s, features %s, out %s", model_attempt, features_attempt, out_uri)
 
     sizes, as_of, mappings = check_model_inputs(artifact, artifact_uri, metadata, metadata_uri)
-    threads = int(spark.conf.get("spark.task.cpus", "1"))
     partitions = spark.sparkContext.defaultParallelism
     attempt = storage.new_attempt_uri(out_uri)
     predictions_uri = storage.join(attempt, PREDICTIONS_DIR)
@@ -108,10 +107,10 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
         model = BroadcastModel(spark, source)
         try:
             # Validation first (small, materialized once): its residuals calibrate the test rows' quantiles.
-            validation_rows = validation_predictions(validation, model, threads, partitions, levels).localCheckpoint()
-            origin_rows = origin_forecasts(from_origin, model, threads, partitions).localCheckpoint()
+            validation_rows = validation_predictions(validation, model, partitions, levels).localCheckpoint()
+            origin_rows = origin_forecasts(from_origin, model, partitions).localCheckpoint()
             residual_table, quantile_summary = calibrate_quantiles(validation_rows, levels, origin_rows)
-            (test_predictions(test, model, threads, partitions, as_of, residual_table, levels)
+            (test_predictions(test, model, partitions, as_of, residual_table, levels)
              .unionByName(validation_rows)
              .write.partitionBy(SPLIT_COL).parquet(storage.spark_uri(predictions_uri)))
         finally:

@@ -4,8 +4,9 @@ Every forecast and every gate decision is compared with it: a model that cannot 
 not worth shipping. It is fitted on prepared rows (StoreId raw, DayOfWeek and Promo as vocabulary indices of the
 same prepare output, LABEL_COL = log(Sales) of rows with Sales > 0), so it only ever sees data dated up to the
 window's end. Keys without history fall back to the store x promo median, then the store median, then the median
-of all stores. Its quantiles (baseline_quantiles) are the empirical quantiles of the same cells, with the same
-fallback: the naive interval every quantile forecast is scored against.
+of all stores. Its quantiles (baseline_forecast's `levels`) are the empirical quantiles of the same cells, with the
+same fallback: the naive interval every quantile forecast is scored against. One rollup computes every level's
+cells in one pass over the window.
 """
 from __future__ import annotations
 
@@ -28,43 +29,36 @@ def history_window(history: DataFrame, end: date, days: int = WINDOW_DAYS) -> Da
     return history.filter(F.col("Date").between(F.lit(end - timedelta(days=days - 1)), F.lit(end)))
 
 
-def seasonal_medians(history: DataFrame, end: date, days: int = WINDOW_DAYS) -> list[tuple[list[str], DataFrame]]:
-    """Per level, the median log(Sales) of the window's rows: (keys, DataFrame of keys + median)."""
+def seasonal_cells(history: DataFrame, end: date, levels: Sequence[float] = (), days: int = WINDOW_DAYS
+                   ) -> DataFrame:
+    """One aggregation over the window's rows for every level of LEVELS at once (a rollup): per cell, the exact
+    quantiles at [0.5, *levels] of log(Sales) (_q) and which level the cell belongs to (_level, Spark's
+    grouping_id). Materialized: it is small (a few rows per store) and every level's join reads it."""
     window = history_window(history, end, days)
-    return [(keys, window.groupBy(*keys).agg(F.median(LABEL_COL).alias(f"_median_{len(keys)}")))
-            for keys in LEVELS]
+    return (window.rollup(STORE_ID_COL, "Promo", "DayOfWeek")
+            .agg(F.percentile(LABEL_COL, [0.5, *levels]).alias("_q"), F.grouping_id().alias("_level"))
+            .localCheckpoint())
 
 
-def with_baseline(rows: DataFrame, medians: list[tuple[list[str], DataFrame]]) -> DataFrame:
-    """rows + BASELINE_COL: exp(median log(Sales)) of the most specific level that has history for the row."""
-    out = rows
-    for keys, table in medians:
-        out = out.join(F.broadcast(table), keys, "left") if keys else out.crossJoin(F.broadcast(table))
-    level_medians = [F.col(f"_median_{len(keys)}") for keys, _table in medians]
-    return (out.withColumn(BASELINE_COL, F.exp(F.coalesce(*level_medians)).cast("double"))
-            .drop(*[f"_median_{len(keys)}" for keys, _table in medians]))
+def level_id(keys: list[str]) -> int:
+    """grouping_id of the rollup over (StoreId, Promo, DayOfWeek) whose cells are keyed by `keys`: one bit per
+    rolled-up column, the first column's bit highest."""
+    return sum(1 << (2 - position) for position, column in enumerate((STORE_ID_COL, "Promo", "DayOfWeek"))
+               if column not in keys)
 
 
-def baseline_forecast(rows: DataFrame, history: DataFrame, end: date, days: int = WINDOW_DAYS) -> DataFrame:
-    """rows + BASELINE_COL fitted on history's window (end - days, end]."""
-    return with_baseline(rows, seasonal_medians(history, end, days))
-
-
-def seasonal_percentiles(history: DataFrame, end: date, levels: Sequence[float], days: int = WINDOW_DAYS
-                         ) -> list[tuple[list[str], DataFrame]]:
-    """Per level of LEVELS, the exact quantiles at `levels` of the window's log(Sales): (keys, keys + array)."""
-    window = history_window(history, end, days)
-    return [(keys, window.groupBy(*keys).agg(F.percentile(LABEL_COL, list(levels)).alias(f"_q_{len(keys)}")))
-            for keys in LEVELS]
-
-
-def baseline_quantiles(rows: DataFrame, history: DataFrame, end: date, levels: Sequence[float],
-                       columns: Sequence[str], days: int = WINDOW_DAYS) -> DataFrame:
-    """rows + one column per level (named by `columns`): exp of the quantile of log(Sales) of the most specific
-    cell with history; all levels from the same cell, so they never cross."""
-    out, tables = rows, seasonal_percentiles(history, end, levels, days)
-    for keys, table in tables:
-        out = out.join(F.broadcast(table), keys, "left") if keys else out.crossJoin(F.broadcast(table))
-    chosen = F.coalesce(*[F.col(f"_q_{len(keys)}") for keys, _table in tables])
-    out = out.withColumns({name: F.exp(chosen[index]).cast("double") for index, name in enumerate(columns)})
-    return out.drop(*[f"_q_{len(keys)}" for keys, _table in tables])
+def baseline_forecast(rows: DataFrame, history: DataFrame, end: date, days: int = WINDOW_DAYS,
+                      levels: Sequence[float] = (), columns: Sequence[str] = ()) -> DataFrame:
+    """rows + BASELINE_COL, exp(median log(Sales)) of the most specific cell with history in the window
+    (end - days, end], and one column per quantile level (named by `columns`): exp of the cell's quantile. All from
+    the same cell, so the quantiles never cross."""
+    out, cells = rows, seasonal_cells(history, end, levels, days)
+    for keys in LEVELS:
+        table = cells.filter(F.col("_level") == level_id(keys)).select(*keys, F.col("_q").alias(f"_q_{len(keys)}"))
+        # A left join for the all-stores cell too: a window without rows has no cell at all (a rollup of nothing
+        # is empty), and the rows must stay, without a baseline.
+        out = out.join(F.broadcast(table), keys if keys else F.lit(True), "left")
+    chosen = F.coalesce(*[F.col(f"_q_{len(keys)}") for keys in LEVELS])
+    out = out.withColumns({name: F.exp(chosen[index]).cast("double")
+                           for index, name in enumerate([BASELINE_COL, *columns])})
+    return out.drop(*[f"_q_{len(keys)}" for keys in LEVELS])

@@ -1,4 +1,5 @@
-"""Vectorized inference: the model, loaded once per Python worker, applied to whole Arrow batches (mapInPandas)."""
+"""Vectorized inference: the model's numpy forward pass, built once per Python worker, applied to whole Arrow
+batches (mapInPandas)."""
 from __future__ import annotations
 
 from typing import Callable, Iterator
@@ -9,6 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from rossmann_jobs.features.spec import FEATURE_COLS
+from rossmann_jobs.forecast.forward_pass import ForwardPass
 from rossmann_jobs.forecast.model_cache import load_model
 from rossmann_jobs.model_store import ModelSource
 
@@ -30,23 +32,17 @@ class BroadcastModel:
         self._broadcast.destroy()
 
 
-def model_inputs(batch: pd.DataFrame, model) -> dict[str, np.ndarray]:
-    """One (rows, 1) array per named model input, in the dtype the input was declared with."""
-    return {name: batch[name].to_numpy().astype(tensor.dtype.as_numpy_dtype).reshape(-1, 1)
-            for name, tensor in zip(model.input_names, model.inputs)}
-
-
-def predict_log_sales(batch: pd.DataFrame, model) -> np.ndarray:
+def predict_log_sales(batch: pd.DataFrame, model: ForwardPass) -> np.ndarray:
     if batch.empty:
         return np.empty(0, dtype=np.float32)
-    return model(model_inputs(batch, model), training=False).numpy().reshape(-1).astype(np.float32)
+    return model(batch)
 
 
-def forecast_batches(model_uri: str, model_content: Callable[[], tuple[dict, bytes]], keep: list[str], threads: int
+def forecast_batches(model_uri: str, model_content: Callable[[], tuple[dict, bytes]], keep: list[str]
                      ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """The mapInPandas function: takes the model from the per-process cache, then one forward pass per batch."""
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        model = load_model(model_uri, model_content, threads)
+        model = load_model(model_uri, model_content)
         for batch in batches:
             out = batch[keep].copy()
             out[LOG_FORECAST_COL] = predict_log_sales(batch, model)
@@ -54,9 +50,9 @@ def forecast_batches(model_uri: str, model_content: Callable[[], tuple[dict, byt
     return run
 
 
-def with_log_forecast(df: DataFrame, model: BroadcastModel, keep: list[str], threads: int = 1) -> DataFrame:
+def with_log_forecast(df: DataFrame, model: BroadcastModel, keep: list[str]) -> DataFrame:
     """df's `keep` columns plus LOG_FORECAST_COL (float32 log Sales) predicted by the model."""
     schema = T.StructType([df.schema[name] for name in keep]
                           + [T.StructField(LOG_FORECAST_COL, T.FloatType(), nullable=False)])
     columns = list(dict.fromkeys(keep + FEATURE_COLS))
-    return df.select(*columns).mapInPandas(forecast_batches(model.uri, model.content, keep, threads), schema)
+    return df.select(*columns).mapInPandas(forecast_batches(model.uri, model.content, keep), schema)

@@ -14,7 +14,7 @@ from rossmann_jobs.features.recent_level import LEAD_COL
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, LABEL_COL
 from rossmann_jobs.features.validate import read_text_csv
 from rossmann_jobs.forecast import quantiles
-from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast, baseline_quantiles
+from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inputs import (
     DATE_TYPES,
     FLOAT_TYPES,
@@ -157,8 +157,8 @@ def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int
     # Materialized once (small: one row per test Id), since the test frame is queried several times below.
     history = read_history(spark, features_attempt)
     baseline_columns = quantiles.quantile_columns(levels, quantiles.BASELINE_PREFIX)
-    baseline = baseline_forecast(test.select("Id", "StoreId", "DayOfWeek", "Promo"), history, end=as_of)
-    baseline = (baseline_quantiles(baseline, history, as_of, levels, baseline_columns)
+    baseline = (baseline_forecast(test.select("Id", "StoreId", "DayOfWeek", "Promo"), history, as_of,
+                                  levels=levels, columns=baseline_columns)
                 .select("Id", BASELINE_COL, *baseline_columns).localCheckpoint())
     test = with_open_status(remap_indices(test, mappings)).join(F.broadcast(baseline), "Id", "left")
     status = {row[OPEN_STATUS_COL]: row["count"] for row in test.groupBy(OPEN_STATUS_COL).count().collect()}

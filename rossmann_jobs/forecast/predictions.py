@@ -46,15 +46,14 @@ def with_min_partitions(df: DataFrame, partitions: int) -> DataFrame:
     return df if df.rdd.getNumPartitions() >= partitions else df.repartition(partitions)
 
 
-def test_predictions(test: DataFrame, model: BroadcastModel, threads: int, partitions: int, as_of: date,
+def test_predictions(test: DataFrame, model: BroadcastModel, partitions: int, as_of: date,
                      residual_table: dict[int, list[float]], levels: Sequence[float] = QUANTILE_LEVELS) -> DataFrame:
     """Test rows with OpenStatus, BASELINE_COL and its quantiles: open ones get the model's forecast and its
     quantiles (forecast x exp(residual quantile of the lead week)), closed ones Sales 0 in every column (model and
     baseline) without inference."""
     baseline_quantiles = quantile_columns(levels, BASELINE_PREFIX)
     keep = ["Id", "StoreId", "Date", "Open", OPEN_STATUS_COL, BASELINE_COL, *baseline_quantiles]
-    forecast = with_log_forecast(with_min_partitions(test.filter(is_forecast()), partitions), model, keep,
-                                 threads)
+    forecast = with_log_forecast(with_min_partitions(test.filter(is_forecast()), partitions), model, keep)
     forecast = forecast.withColumn(FORECAST_COL, F.exp(F.col(LOG_FORECAST_COL)).cast("double"))
     closed = (test.filter(F.col(OPEN_STATUS_COL) == CLOSED).select(*keep)
               .withColumn(LOG_FORECAST_COL, F.lit(None).cast("float"))
@@ -68,11 +67,11 @@ def test_predictions(test: DataFrame, model: BroadcastModel, threads: int, parti
             .select(*prediction_columns(levels)))
 
 
-def validation_predictions(validation: DataFrame, model: BroadcastModel, threads: int, partitions: int,
+def validation_predictions(validation: DataFrame, model: BroadcastModel, partitions: int,
                            levels: Sequence[float] = QUANTILE_LEVELS) -> DataFrame:
     """Validation rows with the forecast, the actual Sales (exp of the log label) and the lead week."""
     forecast = with_log_forecast(with_min_partitions(validation, partitions), model,
-                                 ["StoreId", "Date", LABEL_COL, LEAD_COL], threads)
+                                 ["StoreId", "Date", LABEL_COL, LEAD_COL])
     nulls = {"Id": "int", "Open": "int", OPEN_STATUS_COL: "string", BASELINE_COL: "double",
              **{name: "double" for name in (*quantile_columns(levels), *quantile_columns(levels, BASELINE_PREFIX))}}
     return (forecast
@@ -84,10 +83,9 @@ def validation_predictions(validation: DataFrame, model: BroadcastModel, threads
             .select(*prediction_columns(levels)))
 
 
-def origin_forecasts(validation_from_origin: DataFrame, model: BroadcastModel, threads: int, partitions: int
+def origin_forecasts(validation_from_origin: DataFrame, model: BroadcastModel, partitions: int
                      ) -> DataFrame:
     """StoreId, Date and ORIGIN_FORECAST_COL: the log forecast of each validation row with the trend its origin
     knew (quantiles.trend_at_origin), which calibrates the quantiles' allowance for the trend's drift."""
-    return (with_log_forecast(with_min_partitions(validation_from_origin, partitions), model, ["StoreId", "Date"],
-                              threads)
+    return (with_log_forecast(with_min_partitions(validation_from_origin, partitions), model, ["StoreId", "Date"])
             .withColumnRenamed(LOG_FORECAST_COL, ORIGIN_FORECAST_COL))

@@ -29,9 +29,9 @@ log = logging.getLogger("rossmann.train")
 CHALLENGER_COL, CHAMPION_COL = "SalesChallenger", "SalesChampion"
 
 
-def with_model_forecast(rows: DataFrame, model: BroadcastModel, column: str, threads: int) -> DataFrame:
+def with_model_forecast(rows: DataFrame, model: BroadcastModel, column: str) -> DataFrame:
     """rows (all columns) + `column`: the model's Sales forecast, exp of its log(Sales) output."""
-    return (with_log_forecast(rows, model, rows.columns, threads)
+    return (with_log_forecast(rows, model, rows.columns)
             .withColumn(column, F.exp(F.col(LOG_FORECAST_COL)).cast("double")).drop(LOG_FORECAST_COL))
 
 
@@ -59,8 +59,7 @@ def incompatible(champion_model: str, why: str) -> dict[str, Any]:
 
 
 def champion_forecast(rows: DataFrame, spark: SparkSession, features: FeatureSet, champion_model: str,
-                      threads: int, champion_sha256: str = "") -> tuple[DataFrame, BroadcastModel | None,
-                                                                         dict[str, Any]]:
+                      champion_sha256: str = "") -> tuple[DataFrame, BroadcastModel | None, dict[str, Any]]:
     """rows + CHAMPION_COL: the champion applied to the rows re-indexed to its own vocabularies (as predict does);
     the rows unchanged and no model when the champion cannot read them or is in an earlier format. A champion
     outside the allowed prefixes or whose files differ from the recorded SHA-256 fails the job (UntrustedModelError)."""
@@ -79,7 +78,7 @@ def champion_forecast(rows: DataFrame, spark: SparkSession, features: FeatureSet
                  sorted(mappings), unknown_counts(mappings))
     model = BroadcastModel(spark, source)
     # Re-indexing replaces the feature columns: it comes after the challenger and the baseline have used them.
-    scored = with_model_forecast(remap_indices(rows, mappings), model, CHAMPION_COL, threads)
+    scored = with_model_forecast(remap_indices(rows, mappings), model, CHAMPION_COL)
     return scored, model, {"champion_model_uri": champion_model, "champion_remapped": sorted(mappings)}
 
 
@@ -102,16 +101,14 @@ def gate_scores(spark: SparkSession, features: FeatureSet, challenger: ModelSour
     end = validation_window_start(features, validation) - timedelta(days=1)
     rows = (baseline_forecast(validation, read_files(spark, features.train_files), end)
             .withColumn(ACTUAL_COL, F.exp(F.col(LABEL_COL)).cast("double")))
-    threads = int(spark.conf.get("spark.task.cpus", "1"))
     rows = with_min_partitions(rows, spark.sparkContext.defaultParallelism)
     columns = {"challenger": CHALLENGER_COL, "baseline": BASELINE_COL}
     facts: dict[str, Any] = {"champion_model_uri": None, "champion_remapped": []}
     models = [BroadcastModel(spark, challenger)]
     try:
-        rows = with_model_forecast(rows, models[0], CHALLENGER_COL, threads)
+        rows = with_model_forecast(rows, models[0], CHALLENGER_COL)
         if champion_model:
-            rows, champion, facts = champion_forecast(rows, spark, features, champion_model, threads,
-                                                      champion_sha256)
+            rows, champion, facts = champion_forecast(rows, spark, features, champion_model, champion_sha256)
             if champion is not None:
                 models.append(champion)
                 columns["champion"] = CHAMPION_COL

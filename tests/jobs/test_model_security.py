@@ -97,7 +97,7 @@ def test_warm_start_from_a_planted_model_starts_cold_without_running_it(planted)
 def test_the_gate_scores_no_planted_champion_and_runs_none_of_it(planted):
     from rossmann_jobs.training.gate_scores import champion_forecast
 
-    rows, model, facts = champion_forecast("rows", None, None, planted["attempt"], 1, planted["digests"])
+    rows, model, facts = champion_forecast("rows", None, None, planted["attempt"], planted["digests"])
     assert rows == "rows" and model is None   # not scored: the challenger only has to beat the baseline
     assert "never loaded" in facts["champion_incompatible"] and facts["champion_model_uri"] == planted["attempt"]
     assert not os.path.exists(planted["marker"])

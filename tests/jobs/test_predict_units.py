@@ -219,10 +219,10 @@ def test_model_loaded_once_per_process_and_batches_predicted_like_keras(tiny_mod
         return content
 
     uri = f"file://{tmp_path}/model#once"
-    run = forecast_batches(uri, fetch, ["Id"], threads=1)
+    run = forecast_batches(uri, fetch, ["Id"])
     batches = [test.iloc[:10], test.iloc[10:11], test.iloc[11:]]
     out = pd.concat(list(run(iter(batches))))
-    out_again = pd.concat(list(forecast_batches(uri, fetch, ["Id"], threads=1)(iter([test]))))
+    out_again = pd.concat(list(forecast_batches(uri, fetch, ["Id"])(iter([test]))))
     assert len(fetches) == 1 and uri in model_cache._MODELS
     expected = tiny_model.predict({c: test[c].to_numpy().reshape(-1, 1) for c in FEATURE_COLS}, verbose=0)
     np.testing.assert_allclose(out["LogSalesForecast"].to_numpy(), expected.reshape(-1), rtol=1e-5)
@@ -373,7 +373,7 @@ def test_quantile_forecasts_scale_the_forecast_monotone_and_closed_days_are_zero
 
 
 def test_baseline_quantiles_are_the_cells_empirical_quantiles_with_the_baselines_fallback(spark):
-    from rossmann_jobs.forecast.baseline import baseline_quantiles
+    from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 
     end = date(2015, 7, 31)
     sales = [100.0, 200.0, 300.0, 400.0, 500.0]
@@ -382,8 +382,42 @@ def test_baseline_quantiles_are_the_cells_empirical_quantiles_with_the_baselines
         + [(1, end - timedelta(days=400), 5, 1, float(np.log(9999.0)))],       # before the 365-day window
         "StoreId int, Date date, DayOfWeek int, Promo int, Sales float")
     rows = spark.createDataFrame([(1, 1, 5, 1), (2, 1, 3, 0)], "Id int, StoreId int, DayOfWeek int, Promo int")
-    out = baseline_quantiles(rows, history, end, (0.1, 0.5, 0.9), ["B10", "B50", "B90"]).orderBy("Id").toPandas()
+    out = (baseline_forecast(rows, history, end, levels=(0.1, 0.5, 0.9), columns=["B10", "B50", "B90"])
+           .orderBy("Id").toPandas())
     expected = np.exp(np.percentile(np.log(np.array(sales, dtype=np.float32)), [10, 50, 90]))
     assert out.loc[0, ["B10", "B50", "B90"]].tolist() == pytest.approx(expected, rel=1e-5)
     # store 1 has no history for weekday 3 without promo, nor without promo at all: the store's cell
     assert out.loc[1, ["B10", "B50", "B90"]].tolist() == pytest.approx(expected, rel=1e-5)
+    # the point baseline is the same cell's median, from the same pass
+    assert out[BASELINE_COL].tolist() == pytest.approx([300.0, 300.0], rel=1e-5)
+
+
+def test_baseline_is_the_most_specific_cells_median_and_quantiles_as_pandas_computes_them(spark):
+    """Every level of the fallback, on random history with gaps, against a plain pandas reading of the rule."""
+    from rossmann_jobs.forecast.baseline import BASELINE_COL, LEVELS, baseline_forecast
+
+    rng = np.random.default_rng(4)
+    end = date(2015, 7, 31)
+    history = pd.DataFrame({"StoreId": rng.integers(1, 5, 400), "DayOfWeek": rng.integers(1, 4, 400),
+                            "Promo": rng.integers(0, 2, 400), "Sales": rng.normal(8, 0.5, 400).astype(np.float32),
+                            "Date": [end - timedelta(days=int(d)) for d in rng.integers(0, 500, 400)]})
+    # store 3 never has promo 1 with weekday 3, store 4 never promo 1: two fallbacks; store 9 has no history.
+    history = history[~((history.StoreId == 3) & (history.DayOfWeek == 3) & (history.Promo == 1))
+                      & ~((history.StoreId == 4) & (history.Promo == 1))]
+    rows = pd.DataFrame([(i, s, d, p) for i, (s, d, p) in enumerate(
+        [(s, d, p) for s in (1, 2, 3, 4, 9) for d in (1, 2, 3) for p in (0, 1)])],
+        columns=["Id", "StoreId", "DayOfWeek", "Promo"])
+    out = (baseline_forecast(spark.createDataFrame(rows), spark.createDataFrame(history), end,
+                             levels=(0.1, 0.9), columns=["B10", "B90"]).orderBy("Id").toPandas())
+    window = history[history.Date > end - timedelta(days=365)]
+    for row in rows.itertuples():
+        for keys in LEVELS:
+            mask = np.ones(len(window), dtype=bool)
+            for key in keys:
+                mask &= window[key].to_numpy() == getattr(row, key)
+            cell = window[mask]
+            if len(cell):
+                break
+        expected = np.exp(np.percentile(cell["Sales"].astype(np.float64), [50, 10, 90]))
+        got = out.loc[row.Id, [BASELINE_COL, "B10", "B90"]].to_numpy(dtype=float)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, err_msg=f"row {row} (cell keys {keys})")
