@@ -8,8 +8,8 @@ from datetime import date, timedelta
 import numpy as np
 from pyspark.sql import functions as F
 
-from rossmann_jobs import predict
-from rossmann_jobs.forecast.baseline import baseline_quantiles
+from rossmann_jobs.forecast.baseline import baseline_forecast
+from rossmann_jobs.forecast.calibration import calibrate_quantiles
 from rossmann_jobs.forecast.inference import LOG_FORECAST_COL
 from rossmann_jobs.forecast.metrics import ACTUAL_COL
 from rossmann_jobs.forecast.quantiles import LEAD_WEEK_COL, ORIGIN_FORECAST_COL, lead_week, trend_at_origin
@@ -66,7 +66,7 @@ def model_log_sales(trend, trend_de):
 
 
 def calibrated(spark, origin: date, history, reach_days: int = 0) -> dict[int, list[float]]:
-    """The residual quantile table predict.calibrate_quantiles makes from the validation rows and their forecasts
+    """The residual quantile table calibrate_quantiles makes from the validation rows and their forecasts
     from the origin's trend; reach_days > 0 is a wrong step that takes the origin that many days later."""
     rows = validation_rows(spark, origin).withColumn(LEAD_WEEK_COL, lead_week(F.col("LeadDays")))
     plain = rows.withColumn(LOG_FORECAST_COL, model_log_sales(F.col("trend"), F.col("trend_de")))
@@ -74,7 +74,7 @@ def calibrated(spark, origin: date, history, reach_days: int = 0) -> dict[int, l
     from_origin = (trend_at_origin(shifted, history, "LeadDays")
                    .select("StoreId", "Date", model_log_sales(F.col("trend"), F.col("trend_de"))
                            .alias(ORIGIN_FORECAST_COL)))
-    table, _summary = predict.calibrate_quantiles(plain.select("StoreId", "Date", LEAD_WEEK_COL, ACTUAL_COL,
+    table, _summary = calibrate_quantiles(plain.select("StoreId", "Date", LEAD_WEEK_COL, ACTUAL_COL,
                                                                LOG_FORECAST_COL), LEVELS, from_origin)
     return table
 
@@ -101,14 +101,14 @@ def sales_history(spark, perturbed: bool):
     return spark.createDataFrame(rows, "StoreId int, Date date, DayOfWeek int, Promo int, Sales float")
 
 
-def test_baseline_quantiles_do_not_read_sales_after_as_of(spark):
+def test_the_baseline_and_its_quantiles_do_not_read_sales_after_as_of(spark):
     horizon = spark.createDataFrame([(i, store, day, promo) for i, (store, day, promo) in
                                      enumerate((s, d, p) for s in (1, 2) for d in range(1, 8) for p in (0, 1))],
                                     "Id int, StoreId int, DayOfWeek int, Promo int")
     columns = ["B10", "B50", "B90"]
 
     def quantiles(history, end: date):
-        return baseline_quantiles(horizon, history, end, LEVELS, columns).orderBy("Id").toPandas()
+        return baseline_forecast(horizon, history, end, levels=LEVELS, columns=columns).orderBy("Id").toPandas()
 
     known = quantiles(sales_history(spark, False), AS_OF)
     assert quantiles(sales_history(spark, True), AS_OF).equals(known)
