@@ -50,19 +50,23 @@ e.g. `{"prepare": {"spark.driver.memory": "6g"}}`; defaults in rossmann/spark_su
 (credentials, extra `endpoint_url` for MinIO/moto; the Spark jobs use the connection named by
 `ROSSMANN_JOBS_AWS_CONN_ID` when set, e.g. compose's least-privilege `aws_jobs`). Bucket: environment variable
 `ROSSMANN_BUCKET` (default `rossmann`). Job code location: Variables `rossmann_jobs_root` and
-`rossmann_py_files` (defaults: this repository).
+`rossmann_py_files` (defaults: the installed rossmann_jobs package's folder, none).
 """
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
-from pathlib import Path
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
 
 from rossmann.alerts import task_failure_alert
 from rossmann.pools import SPARK_POOL
 from rossmann.sensors import RawDropSensor
-from rossmann.spark_submit import PredictSubmitOperator, RossmannSparkSubmitOperator, jobs_aws_conn_id
+from rossmann.spark_submit import (
+    PredictSubmitOperator,
+    RossmannSparkSubmitOperator,
+    default_jobs_root,
+    jobs_aws_conn_id,
+)
 from rossmann.uris import forecast_pointer_uri, scores_summary_uri
 from rossmann_jobs.features.drop_settings import (
     ALLOW_UNVERIFIED_DROP,
@@ -73,8 +77,7 @@ from rossmann_jobs.forecast_scores.score_records import BIAS_ALERT_THRESHOLD
 
 FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri())
 SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=scores_summary_uri())
-DEFAULT_JOBS_ROOT = str(Path(__file__).resolve().parents[1])
-JOBS_ROOT = "{{ var.value.get('rossmann_jobs_root', '%s') }}" % DEFAULT_JOBS_ROOT
+JOBS_ROOT = "{{ var.value.get('rossmann_jobs_root', '%s') }}" % default_jobs_root()
 PY_FILES = "{{ var.value.get('rossmann_py_files', '') }}"
 
 PARAMS = {

@@ -18,10 +18,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+import rossmann_jobs
 from rossmann.report_link import ForecastReportLink
 from rossmann_jobs import launch_settings
 from rossmann_jobs.features.drop_manifest import DROP_MARKER
@@ -49,6 +51,14 @@ def bad_input_reason(submit_error: str) -> str | None:
         return None
     lines = FAILURE_LINE.findall(submit_error)
     return lines[-1].strip() if lines else f"exit status {BAD_INPUT_EXIT_CODE} (bad input); the task log says why"
+
+
+def default_jobs_root() -> str:
+    """The folder holding rossmann_jobs/, whose entry scripts spark-submit runs unless the Variable
+    rossmann_jobs_root names another: where this Airflow's rossmann_jobs is installed (the rossmann-jobs wheel's
+    site-packages, or the checkout for an editable install), not a path relative to the DAG file, which a wheel
+    installs elsewhere."""
+    return str(Path(rossmann_jobs.__file__).resolve().parents[1])
 
 
 def job_of(application: str) -> str:

@@ -322,3 +322,15 @@ def test_the_operator_and_the_jobs_share_one_bad_input_contract():
     error = f"Cannot execute: spark-submit ... Error code is: {BAD_INPUT_EXIT_CODE}.\n... {line}\n"
     assert bad_input_reason(error) == line
     assert bad_input_reason(error.replace(f"is: {BAD_INPUT_EXIT_CODE}.", "is: 1.")) is None
+
+
+def test_the_job_scripts_default_to_the_installed_rossmann_jobs():
+    """The setup's editable install points at this checkout; a wheel install at its site-packages
+    (tests/dag/test_wheel_install.py): never a folder found relative to the DAG file."""
+    from pathlib import Path
+
+    from rossmann.spark_submit import default_jobs_root
+
+    root = Path(default_jobs_root())
+    assert root == Path(__file__).resolve().parents[2]   # this checkout, which the Airflow env has installed
+    assert all((root / "rossmann_jobs" / f"{job}.py").is_file() for job in ("prepare", "train", "predict"))

@@ -133,3 +133,7 @@ def test_installed_wheel_parses_the_dags_from_a_bundle(installed):
     assert all(Path(dag["fileloc"]).parent == dags_folder for dag in dags)
     tasks = run([*airflow, "tasks", "list", DAG_ID, "-B", "rossmann"], env, work).split()
     assert sorted(task for task in tasks if task in TASKS) == sorted(TASKS)
+    # The job scripts spark-submit runs are those of the installed rossmann_jobs, not a path beside the DAG file.
+    code = "from rossmann.spark_submit import default_jobs_root; print(default_jobs_root())"
+    root = Path(run([venv / "bin" / "python", "-c", code], env, work).strip().splitlines()[-1])
+    assert root.is_relative_to(venv) and (root / "rossmann_jobs" / "prepare.py").is_file()
