@@ -19,11 +19,11 @@ by `ui-start` (and `env`, whose exports carry the connection settings).
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
 
+from rossmann_jobs.output_layout import configured_bucket
 from stack_airflow import (  # noqa: F401  (the stack's API: tests and scripts use stack.<name>)
     ADMIN_USER,
     DEFAULT_API_PORT,
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     s3_start = sub.add_parser("s3-start", help="start moto S3 on 127.0.0.1 and create the bucket")
     s3_start.add_argument("--port", type=int, default=None)
-    s3_start.add_argument("--bucket", default=os.environ.get("ROSSMANN_BUCKET", DEFAULT_BUCKET))
+    s3_start.add_argument("--bucket", default=configured_bucket())
     sub.add_parser("s3-stop")
     env_cmd = sub.add_parser("env", help="print export lines for the Airflow components")
     env_cmd.add_argument("--with-aws", action="store_true", help="also export AWS_* for the jobs env's tools")
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     fetch_cmd.add_argument("local_dir", type=Path)
     args = parser.parse_args(argv)
     stack = Stack(args.state_dir.resolve()) if args.state_dir else default_stack()
-    bucket = os.environ.get("ROSSMANN_BUCKET", DEFAULT_BUCKET)
+    bucket = configured_bucket()
 
     if args.command == "s3-start":
         print(f"S3 (moto) at {start_s3(stack, args.port, args.bucket)}, bucket s3://{args.bucket}")

@@ -8,10 +8,11 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from rossmann_jobs.output_layout import DEFAULT_BUCKET  # noqa: F401  (one definition; the stack's API re-exports it)
+
 REPO = Path(__file__).resolve().parents[2]
 JOBS_BIN = REPO / ".venvs" / "jobs" / "bin"
 AIRFLOW_BIN = REPO / ".venvs" / "airflow" / "bin"
-DEFAULT_BUCKET = "rossmann"
 
 
 @dataclass(frozen=True)

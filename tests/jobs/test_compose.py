@@ -366,7 +366,7 @@ def dag_sources() -> str:
 
 
 def test_both_stacks_take_the_shared_airflow_settings_from_one_file(services, tmp_path):
-    import stack as embedded  # scripts/stack/stack.py (standard library only; pyproject.toml's pytest pythonpath)
+    import stack as embedded  # scripts/stack/stack.py (pyproject.toml's pytest pythonpath)
 
     shared = embedded.shared_airflow_settings()
     assert shared["AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"] == "True" and len(shared) >= 5
