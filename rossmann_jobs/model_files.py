@@ -79,17 +79,20 @@ def build_model(source_artifact: dict[str, Any], weights: bytes, uri: str):
     return model
 
 
-def assign_weights(model, saved: dict[str, list], uri: str) -> None:
-    """Set each layer's weights from `saved`; a missing layer or a shape mismatch refuses the model."""
-    expected = {layer.name for layer in model.layers if layer.weights}
-    if set(saved) != expected:
+def check_layer_shapes(saved: dict[str, list], expected: dict[str, list[tuple[int, ...]]], uri: str) -> None:
+    """Refuse weights whose layers or array shapes differ from those of the network the artifact describes."""
+    if set(saved) != set(expected):
         raise IncompatibleModelError(f"{uri}: its weights name layers {sorted(saved)}, the model built from its "
                                      f"artifact has {sorted(expected)}. Not loaded.")
-    for layer in model.layers:
-        if layer.name not in expected:
-            continue
-        shapes = [tuple(w.shape) for w in layer.get_weights()]
-        if [tuple(a.shape) for a in saved[layer.name]] != shapes:
-            raise IncompatibleModelError(f"{uri}: layer {layer.name} weights have shapes "
-                                         f"{[a.shape for a in saved[layer.name]]}, expected {shapes}. Not loaded.")
+    for name, shapes in expected.items():
+        if [tuple(a.shape) for a in saved[name]] != shapes:
+            raise IncompatibleModelError(f"{uri}: layer {name} weights have shapes "
+                                         f"{[a.shape for a in saved[name]]}, expected {shapes}. Not loaded.")
+
+
+def assign_weights(model, saved: dict[str, list], uri: str) -> None:
+    """Set each layer's weights from `saved`; a missing layer or a shape mismatch refuses the model."""
+    layers = [layer for layer in model.layers if layer.weights]
+    check_layer_shapes(saved, {layer.name: [tuple(w.shape) for w in layer.get_weights()] for layer in layers}, uri)
+    for layer in layers:
         layer.set_weights(saved[layer.name])

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS
-from rossmann_jobs.model_files import read_weights
+from rossmann_jobs.model_files import check_layer_shapes, read_weights
 from rossmann_jobs.model_trust import IncompatibleModelError
 from rossmann_jobs.training.model import output_scale
 from rossmann_jobs.training.params import TrainParams
@@ -43,13 +43,7 @@ class ForwardPass:
     def __init__(self, artifact: dict[str, Any], weights: bytes, uri: str):
         saved = read_weights(weights, uri)
         expected = expected_shapes(artifact)
-        if set(saved) != set(expected):
-            raise IncompatibleModelError(f"{uri}: its weights name layers {sorted(saved)}, the model built from its "
-                                         f"artifact has {sorted(expected)}. Not loaded.")
-        for name, shapes in expected.items():
-            if [tuple(a.shape) for a in saved[name]] != shapes:
-                raise IncompatibleModelError(f"{uri}: layer {name} weights have shapes "
-                                             f"{[a.shape for a in saved[name]]}, expected {shapes}. Not loaded.")
+        check_layer_shapes(saved, expected, uri)
         arrays = {name: [np.asarray(a, dtype=np.float32) for a in values] for name, values in saved.items()}
         self.uri = uri
         self.embeddings = [arrays[f"emb_{col}"][0] for col in CATEGORICAL_COLS]
