@@ -51,8 +51,7 @@ class ForwardPass:
         # Inference-time batch normalization is one affine map per column.
         self.bn_scale = (gamma / np.sqrt(variance + np.float32(BATCH_NORM_EPSILON))).astype(np.float32)
         self.bn_shift = (beta - mean * self.bn_scale).astype(np.float32)
-        hidden = len(expected) - len(CATEGORICAL_COLS) - 2
-        self.dense = [tuple(arrays[f"dense_{index}"]) for index in range(hidden)]
+        self.dense = [tuple(arrays[name]) for name in expected if name.startswith("dense_")]   # in layer order
         self.output = tuple(arrays["sigmoid"])
         self.scale = np.float32(output_scale(float(artifact["max_sales"])))
 
