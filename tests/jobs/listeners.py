@@ -3,35 +3,28 @@ from __future__ import annotations
 
 import ipaddress
 import threading
+import time
 
 import psutil
 
 
-def listening(root_pid: int) -> set[tuple[str, int, str]]:
-    """(address, port, process) of every listening TCP or bound, unconnected UDP socket of root_pid and its
-    descendants, now."""
+def _tree_names(root_pid: int) -> dict[int, str]:
+    """pid -> the first words of its command line, for root_pid and its descendants now."""
     try:
         root = psutil.Process(root_pid)
         processes = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
-        return set()
+        return {}
     names = {}
     for process in processes:
         try:
             names[process.pid] = " ".join(process.cmdline()[:3])[:120]
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-    # One read of the system's socket tables per sample (per process, psutil re-reads them for each of the ~10
-    # processes): a sample then takes milliseconds even on a loaded machine, and a short-lived listener is not missed.
-    try:
-        connections = [(c, c.pid) for c in psutil.net_connections(kind="inet") if c.pid in names]
-    except psutil.AccessDenied:   # not root: each process's own
-        connections = []
-        for pid in names:
-            try:
-                connections += [(c, pid) for c in psutil.Process(pid).net_connections(kind="inet")]
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
+    return names
+
+
+def _listeners(connections, names: dict[int, str]) -> set[tuple[str, int, str]]:
     found = set()
     for connection, pid in connections:
         tcp_listen = connection.status == psutil.CONN_LISTEN
@@ -39,6 +32,29 @@ def listening(root_pid: int) -> set[tuple[str, int, str]]:
         if tcp_listen or udp_bound:
             found.add((connection.laddr.ip, connection.laddr.port, names[pid]))
     return found
+
+
+def _each_process(names: dict[int, str]) -> list:
+    connections = []
+    for pid in names:
+        try:
+            connections += [(c, pid) for c in psutil.Process(pid).net_connections(kind="inet")]
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return connections
+
+
+def listening(root_pid: int) -> set[tuple[str, int, str]]:
+    """(address, port, process) of every listening TCP or bound, unconnected UDP socket of root_pid and its
+    descendants, now."""
+    names = _tree_names(root_pid)
+    # One read of the system's socket tables per sample (per process, psutil re-reads them for each of the ~10
+    # processes): a sample then takes milliseconds even on a loaded machine.
+    try:
+        connections = [(c, c.pid) for c in psutil.net_connections(kind="inet") if c.pid in names]
+    except psutil.AccessDenied:   # not root: each process's own
+        connections = _each_process(names)
+    return _listeners(connections, names)
 
 
 def is_loopback(address: str) -> bool:
@@ -54,10 +70,16 @@ def reachable_from_outside(sockets) -> list[tuple[str, int, str]]:
 
 
 class ListenerSampler:
-    """Samples listening(root_pid) every interval_s in a thread until stop(); `seen` holds the union."""
+    """Samples listening(root_pid) every interval_s in a thread until stop(); `seen` holds the union.
 
-    def __init__(self, root_pid: int, interval_s: float = 0.2):
+    Processes whose command line contains one of `watch` are sampled every watch_interval_s in between: Gloo's
+    listeners in the Horovod ranks live only while the ranks rendezvous (each pair listens until its peer has
+    connected), a fraction of a second that a 0.2 s sampler catches only by chance."""
+
+    def __init__(self, root_pid: int, interval_s: float = 0.2, watch: tuple[str, ...] = (),
+                 watch_interval_s: float = 0.005):
         self.root_pid, self.interval_s, self.seen, self.samples = root_pid, interval_s, set(), 0
+        self.watch, self.watch_interval_s = watch, watch_interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -66,7 +88,14 @@ class ListenerSampler:
         while not self._stop.is_set():
             self.seen |= listening(self.root_pid)
             self.samples += 1
-            self._stop.wait(self.interval_s)
+            watched = {pid: name for pid, name in _tree_names(self.root_pid).items()
+                       if any(word in name for word in self.watch)}
+            deadline = time.monotonic() + self.interval_s
+            while watched and time.monotonic() < deadline and not self._stop.is_set():
+                self.seen |= _listeners(_each_process(watched), watched)
+                self.samples += 1
+                time.sleep(self.watch_interval_s)
+            self._stop.wait(max(0.0, deadline - time.monotonic()))
 
     def stop(self) -> set[tuple[str, int, str]]:
         self._stop.set()

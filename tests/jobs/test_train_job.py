@@ -48,7 +48,7 @@ def spark_submit(job: str, args: list[str], log_path, extra_env: dict[str, str] 
         process = subprocess.Popen([str(JOBS_BIN / "spark-submit"), "--master", "local[2]", "--conf",
                                     "spark.ui.enabled=false", str(REPO_ROOT / "rossmann_jobs" / job), *args],
                                    stdout=log, stderr=subprocess.STDOUT, env=env, cwd=log_path.parent)
-        sampler = ListenerSampler(process.pid)
+        sampler = ListenerSampler(process.pid, watch=("horovod.spark.task.gloo_exec_fn",))
         try:
             code = process.wait(timeout=JOB_TIMEOUT_S)
         finally:
