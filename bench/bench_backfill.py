@@ -1,7 +1,7 @@
 """A backfill as users run one: `airflow backfill create` over N landed dates on the embedded stack, timed end to end.
 
-    .venvs/airflow/bin/python bench/bench_backfill.py [--from-date 2015-07-22] [--days 4] [--stores 30]
-        [--pool-slots 1] [--max-active-runs 2] [--label NAME] [--conf '{"epochs": 10, ...}']
+    PYTHONPATH=.:scripts/stack .venvs/airflow/bin/python bench/bench_backfill.py [--from-date 2015-07-22] [--days 4]
+        [--stores 30] [--pool-slots 1] [--max-active-runs 2] [--label NAME] [--conf '{"epochs": 10, ...}']
 
 Starts a fresh embedded stack in a temporary state dir (moto S3, Airflow on SQLite with the scheduler, api-server,
 dag-processor and triggerer), lands one realistic drop per date, creates the backfill, and polls the REST API until
@@ -18,17 +18,15 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts" / "stack"))
+import stack as embedded
+from airflow_rest import AirflowRest, run_path
 
-import stack as embedded  # noqa: E402
-from airflow_rest import AirflowRest, run_path  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 AIRFLOW_PYTHON = REPO / ".venvs" / "airflow" / "bin" / "python"
 JOBS_PYTHON = REPO / ".venvs" / "jobs" / "bin" / "python"

@@ -1,8 +1,8 @@
 """Rolling-origin backtest through Airflow: land N consecutive realistic daily drops, run the DAG for each date in
 order (as `airflow backfill` would), and print how every forecast scored as later drops brought its actuals.
 
-    .venvs/airflow/bin/python bench/bench_backtest.py [--from-date 2015-07-25] [--days 5] [--stores 10] [--epochs 5]
-        [--baseline-tolerance 0]
+    PYTHONPATH=.:scripts/stack .venvs/airflow/bin/python bench/bench_backtest.py [--from-date 2015-07-25] [--days 5]
+        [--stores 10] [--epochs 5] [--baseline-tolerance 0]
 
 Each date's run trains on data up to its date, forecasts with a model trained on data up to its date (its own if the
 gate promotes it, else the champion as of that date), and its scoring task scores the earlier dates' forecasts
@@ -24,11 +24,10 @@ import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts" / "stack"))
+import stack as embedded
+from rossmann_jobs.forecast_scores.score_records import BASELINE_RMSPE, MODEL_RMSPE
 
-import stack as embedded  # noqa: E402
-from rossmann_jobs.forecast_scores.score_records import BASELINE_RMSPE, MODEL_RMSPE  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 JOBS_PYTHON = REPO / ".venvs" / "jobs" / "bin" / "python"
 AIRFLOW = REPO / ".venvs" / "airflow" / "bin" / "airflow"

@@ -11,7 +11,8 @@ Per scenario and image: build seconds and size. Writes bench/out/compose_build.j
 bench/figures/compose_build.png, and prints a table. Tears down nothing and starts no stack, but removes the
 images of the e2e project (tag e2e) and the local bases: do not run it while that stack is up.
 
-    .venvs/jobs/bin/python bench/bench_compose.py [--scenarios cold,warm,compile]
+    PYTHONPATH=.:scripts/stack:scripts/compose .venvs/jobs/bin/python bench/bench_compose.py \
+        [--scenarios cold,warm,compile]
 """
 from __future__ import annotations
 
@@ -20,17 +21,15 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts" / "compose"))
+import compose_e2e  # scripts/compose/compose_e2e.py, on PYTHONPATH
+import images  # scripts/compose/images.py, on PYTHONPATH
 
-import compose_e2e  # noqa: E402  (scripts/compose/compose_e2e.py)
-import images  # noqa: E402  (scripts/compose/images.py)
+REPO = Path(__file__).resolve().parents[1]
 
 OUT = REPO / "bench" / "out" / "compose_build.json"
 FIGURE = REPO / "bench" / "figures" / "compose_build.png"

@@ -10,7 +10,7 @@ shuffled, and through S3 (both directions at the proxy: Spark, the Horovod ranks
 files). Merges the results per
 (label, stores, storage) into bench/out/fixed_cost.json and prints a table of every result in it.
 
-    PATH=.venvs/jobs/bin:$PATH .venvs/jobs/bin/python bench/bench_fixed_cost.py --stores 30,1115 \
+    PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_fixed_cost.py --stores 30,1115 \
         [--storage local,s3] [--label after] [--repo PATH] [--epochs 10] [--launch-conf KEY=VALUE ...] \
         [--workdir DIR] [--jobs prepare,train,predict]
 
@@ -36,16 +36,13 @@ import time
 import uuid
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
+import bench_robustness as robustness  # bench/, this script's folder
+from bench_forecast_truth import REPO
+from tree_cpu import TreeCpu
 
-import bench_robustness as robustness  # noqa: E402  (puts the repo on sys.path)
-from bench_forecast_truth import REPO  # noqa: E402
-from tree_cpu import TreeCpu  # noqa: E402
-
-from rossmann_jobs import storage  # noqa: E402
-from rossmann_jobs.synth.cli import generate, land  # noqa: E402
-from rossmann_jobs.synth.scenarios import scenario_config  # noqa: E402
+from rossmann_jobs import storage
+from rossmann_jobs.synth.cli import generate, land
+from rossmann_jobs.synth.scenarios import scenario_config
 
 JOBS = ("prepare", "train", "predict")
 SESSION_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO \[rossmann\] Spark \S+ master=", re.M)
@@ -290,7 +287,7 @@ def main() -> None:
     parser.add_argument("--no-derived", dest="derived", action="store_false",
                         help="do not add the launch settings the DAG derives from the drop")
     parser.add_argument("--workdir", default="/tmp/rossmann-fixed-cost")
-    parser.add_argument("--out", type=Path, default=BENCH / "out")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     args = parser.parse_args()
     args.launch_conf = dict(item.split("=", 1) for item in args.launch_conf)
     args.repo = args.repo.resolve()

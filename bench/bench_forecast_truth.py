@@ -16,7 +16,7 @@ that predict writes next to every forecast. Records each job's wall time and eac
 bench/out/forecast_truth_<N>.json and .png (val curves against training time; test scores against the floors) and
 prints a table. A --workdir is reused: committed steps are not run again.
 
-    PATH=.venvs/jobs/bin:$PATH .venvs/jobs/bin/python bench/bench_forecast_truth.py --stores 30 \
+    PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_forecast_truth.py --stores 30 \
         [--configs default,reference] [--warm-start-from 2015-07-30] [--workdir DIR]
 """
 from __future__ import annotations
@@ -35,15 +35,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from rossmann_jobs import storage
+from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+from rossmann_jobs.synth.cli import generate, land
+from rossmann_jobs.synth.dataset import SynthConfig
+from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_predictions
+from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams
 
-from rossmann_jobs import storage  # noqa: E402
-from rossmann_jobs.model_trust import STORAGE_ROOT_ENV  # noqa: E402
-from rossmann_jobs.synth.cli import generate, land  # noqa: E402
-from rossmann_jobs.synth.dataset import SynthConfig  # noqa: E402
-from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_predictions  # noqa: E402
-from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 QUALITY_BAR = 1.10   # issue 16: the forecast within 10 % of the point-in-time floor
 

@@ -13,7 +13,7 @@ Wall time, and CPU seconds of the whole process tree (driver, JVM, Python worker
 shared machine disturb less than wall time. Writes bench/out/prepare.json and prints a table. Rows/s counts
 train.csv rows (the input that dominates).
 
-    .venvs/jobs/bin/python bench/bench_prepare.py [--raw DIR] [--skip-reference]
+    PYTHONPATH=. .venvs/jobs/bin/python bench/bench_prepare.py [--raw DIR] [--skip-reference]
 """
 from __future__ import annotations
 
@@ -27,11 +27,10 @@ import time
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from rossmann_jobs import storage
+from rossmann_jobs.spark_session import build_spark_session, stage_progress
 
-from rossmann_jobs import storage  # noqa: E402
-from rossmann_jobs.spark_session import build_spark_session, stage_progress  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 AS_OF = date(2015, 7, 31)   # the generator's last train day: the reference's view of the whole drop
 SIDES = {"prepare_cold": "prepare job, cold JVM", "prepare": "prepare job, warm JVM",

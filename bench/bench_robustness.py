@@ -19,9 +19,9 @@ commit. Merges the results per (scenario, stores) into bench/out/robustness_<lab
 bench/out/robustness_<label>.png (per store count, per scenario: model, naive and LightGBM over the floor) and
 prints a markdown table of every result in that JSON.
 
-    PATH=.venvs/jobs/bin:$PATH .venvs/jobs/bin/python bench/bench_robustness.py --scenarios baseline,growth \
-        --stores 150,1115 [--as-of 2015-07-31] [--seed 7] [--workdir DIR] [--label after] [--repo PATH] \
-        [--train-args "--epochs 20"] [--compare before] [--no-lightgbm]
+    PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_robustness.py \
+        --scenarios baseline,growth --stores 150,1115 [--as-of 2015-07-31] [--seed 7] [--workdir DIR] [--label after] \
+        [--repo PATH] [--train-args "--epochs 20"] [--compare before] [--no-lightgbm]
 
 Before/after on one machine: `git worktree add /tmp/before <commit>`, then run with `--repo /tmp/before --label
 before` and without --repo as `--label after`, then `--compare before` to draw both. --repo only changes where the
@@ -43,24 +43,19 @@ import os
 import platform
 import shlex
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
 
+import bench_forecast_truth as truth_bench  # bench/, this script's folder
 import numpy as np
 import pandas as pd
+from bench_forecast_truth import REPO, train_and_predict
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-
-import bench_forecast_truth as truth_bench  # noqa: E402  (puts the repo on sys.path)
-from bench_forecast_truth import REPO, train_and_predict  # noqa: E402
-
-from rossmann_jobs import storage  # noqa: E402
-from rossmann_jobs.forecast.baseline import BASELINE_COL  # noqa: E402
-from rossmann_jobs.output_layout import (  # noqa: E402
+from rossmann_jobs import storage
+from rossmann_jobs.forecast.baseline import BASELINE_COL
+from rossmann_jobs.output_layout import (
     PREDICTIONS_DIR,
     QUANTILES_FILE,
     SUBMISSION_FILE,
@@ -68,10 +63,10 @@ from rossmann_jobs.output_layout import (  # noqa: E402
     TRAIN_DIR,
     VALIDATION_DIR,
 )
-from rossmann_jobs.synth.cli import generate, land  # noqa: E402
-from rossmann_jobs.synth.scenarios import SCENARIOS, scenario_config  # noqa: E402
-from rossmann_jobs.synth.truth import exp_rmspe  # noqa: E402
-from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_quantiles  # noqa: E402
+from rossmann_jobs.synth.cli import generate, land
+from rossmann_jobs.synth.scenarios import SCENARIOS, scenario_config
+from rossmann_jobs.synth.truth import exp_rmspe
+from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_quantiles
 
 QUALITY_BARS = (1.05, 1.10)   # x point-in-time floor: issue 16's bar (1.10) and a tighter one
 FORECASTS = ("model", "naive", "LightGBM")
@@ -329,7 +324,7 @@ def main() -> None:
     parser.add_argument("--train-args", default="", help="extra train arguments, e.g. \"--epochs 20\"")
     parser.add_argument("--no-lightgbm", action="store_true", help="skip the LightGBM reference (scored as nan)")
     parser.add_argument("--compare", help="label of another robustness JSON to draw beside this one's model")
-    parser.add_argument("--out", type=Path, default=BENCH / "out")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     args = parser.parse_args()
 
     repo = args.repo.resolve()

@@ -12,7 +12,8 @@ log). Fits time = a x rows^k per step against the rows it handled (least squares
 since every job pays a fixed start-up, time = fixed + rows / rows_per_s; draws a log-log plot. Writes
 bench/out/scaling.json and bench/figures/scaling.png, and prints a table.
 
-    PATH=.venvs/jobs/bin:$PATH .venvs/jobs/bin/python bench/bench_scaling.py [--scales 1,3,10] [--workdir DIR]
+    PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_scaling.py \
+        [--scales 1,3,10] [--workdir DIR]
 
 A step whose output is already committed in --workdir by an earlier run with the same arguments is not run again
 (its recorded measurement is reused), so an interrupted run can be continued.
@@ -34,12 +35,11 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from rossmann_jobs import storage
+from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+from testkit.job_process import spilled_bytes  # testkit/job_process.py
 
-from rossmann_jobs import storage  # noqa: E402
-from rossmann_jobs.model_trust import STORAGE_ROOT_ENV  # noqa: E402
-from testkit.job_process import spilled_bytes  # noqa: E402  (testkit/job_process.py)
+REPO = Path(__file__).resolve().parents[1]
 
 BASE_STORES = 1115
 AS_OF = "2015-07-31"

@@ -5,7 +5,7 @@ same per-rank batch size, first from in-memory batches (isolates the training st
 (Parquet shard streamed by rossmann_jobs.training.shard_input). Writes bench/out/train_bench_np<N>[_cluster][_job].json
 and prints a table.
 
-    PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. spark-submit --master 'local[2]' bench/bench_train.py \\
+    PATH=.venvs/jobs/bin:$PATH PYTHONPATH=.:scripts/stack spark-submit --master 'local[2]' bench/bench_train.py \\
         [--rounds 5] [--steps 15] [--num-proc 2] [--job-variant-only] [--standalone-cluster]
 
 --standalone-cluster starts a Spark standalone master with --num-proc 1-core workers on 127.0.0.1 (the same as
@@ -23,15 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "scripts" / "stack"))
+import stack as embedded  # scripts/stack/stack.py, on PYTHONPATH
+from rossmann_jobs.spark_session import build_spark_session
+from rossmann_jobs.training.feature_set import load_feature_set, scan_files
+from rossmann_jobs.training.params import TrainParams
+from testkit.feature_fixtures import VOCAB_SIZES, write_features
 
-import stack as embedded  # noqa: E402  (scripts/stack/stack.py)
-from rossmann_jobs.spark_session import build_spark_session  # noqa: E402
-from rossmann_jobs.training.feature_set import load_feature_set, scan_files  # noqa: E402
-from rossmann_jobs.training.params import TrainParams  # noqa: E402
-from testkit.feature_fixtures import VOCAB_SIZES, write_features  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 OUT_DIR = REPO_ROOT / "bench" / "out"
 

@@ -1,8 +1,8 @@
 """A stored model is data, never code: artifact.json (the params this code builds it from) + weights.npz.
 
 Keras 2.15 has no safe mode for whole-model files: loading a planted HDF5 model runs its Lambda layers' code. So
-no model is ever deserialized: the code builds the network (training/model.build_model) from the artifact's params,
-vocabulary sizes and max_sales, and assigns plain arrays read with numpy's allow_pickle=False. Before that, the
+no model is ever deserialized: this code computes the network the artifact's params, vocabulary sizes and max_sales
+describe (forecast/forward_pass.py) from plain arrays read with numpy's allow_pickle=False. Before that, the
 model's location and the SHA-256 of each of its files are checked (model_store.open_model, model_trust.py); an
 earlier release's whole-model model/model.h5 is refused by its artifact's missing `model_format`, never opened.
 """
@@ -68,17 +68,6 @@ def read_weights(data: bytes, uri: str) -> dict[str, list]:
     return layers
 
 
-def build_model(source_artifact: dict[str, Any], weights: bytes, uri: str):
-    """The model the artifact describes, built by this code, with the weights assigned layer by layer."""
-    from rossmann_jobs.training.model import build_model as build_network
-    from rossmann_jobs.training.params import TrainParams
-
-    params = TrainParams.from_dict(source_artifact.get("params") or {})
-    model = build_network(source_artifact["vocab_sizes"], float(source_artifact["max_sales"]), params)
-    assign_weights(model, read_weights(weights, uri), uri)
-    return model
-
-
 def check_layer_shapes(saved: dict[str, list], expected: dict[str, list[tuple[int, ...]]], uri: str) -> None:
     """Refuse weights whose layers or array shapes differ from those of the network the artifact describes."""
     if set(saved) != set(expected):
@@ -88,11 +77,3 @@ def check_layer_shapes(saved: dict[str, list], expected: dict[str, list[tuple[in
         if [tuple(a.shape) for a in saved[name]] != shapes:
             raise IncompatibleModelError(f"{uri}: layer {name} weights have shapes "
                                          f"{[a.shape for a in saved[name]]}, expected {shapes}. Not loaded.")
-
-
-def assign_weights(model, saved: dict[str, list], uri: str) -> None:
-    """Set each layer's weights from `saved`; a missing layer or a shape mismatch refuses the model."""
-    layers = [layer for layer in model.layers if layer.weights]
-    check_layer_shapes(saved, {layer.name: [tuple(w.shape) for w in layer.get_weights()] for layer in layers}, uri)
-    for layer in layers:
-        layer.set_weights(saved[layer.name])

@@ -29,7 +29,6 @@ from rossmann_jobs import storage
 from rossmann_jobs.forecast import metrics, quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.calibration import calibrate_quantiles
-from rossmann_jobs.forecast.forecast_report import model_info, read_report_context, report_metrics, write_report
 from rossmann_jobs.forecast.inference import BroadcastModel
 from rossmann_jobs.forecast.inputs import ForecastInputError
 from rossmann_jobs.forecast.metrics import FORECAST_COL
@@ -49,6 +48,7 @@ from rossmann_jobs.forecast.predictions import (
     validation_predictions,
 )
 from rossmann_jobs.forecast.submission import csv_bytes
+from rossmann_jobs.forecast_report import model_info, read_report_context, report_metrics, write_report
 from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.model_files import ARTIFACT_PATH
 from rossmann_jobs.model_store import open_model

@@ -8,4 +8,6 @@
 # Needs scripts/setup_env.sh's Airflow environment (for boto3 and PyYAML) and root for the engine and debootstrap.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The checkout and the embedded stack's REST client and checkpoint killer (scripts/stack/), importable by the script.
+export PYTHONPATH="$ROOT:$ROOT/scripts/stack${PYTHONPATH:+:$PYTHONPATH}"
 exec "$ROOT/.venvs/airflow/bin/python" "$ROOT/scripts/compose/compose_e2e.py" "$@"

@@ -21,8 +21,8 @@ def load_dag():
     # Airflow reads its settings when first imported: never let a diagram touch ~/airflow.
     os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="rossmann-dag-diagram-"))
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-    if str(REPO_ROOT / "plugins") not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT / "plugins"))
+    # The DAG imports the rossmann package: Airflow puts its plugins folder on sys.path, as on the embedded stack.
+    os.environ.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(REPO_ROOT / "plugins"))
     # Airflow logs to stdout: keep stdout for the diagram.
     with contextlib.redirect_stdout(sys.stderr):
         from airflow.dag_processing.dagbag import DagBag

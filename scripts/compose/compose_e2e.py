@@ -24,18 +24,13 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stack"))
-
-import images  # noqa: E402  (scripts/compose/images.py, beside this script)
-
-from airflow_rest import AirflowRest, run_path  # noqa: E402  (scripts/stack/airflow_rest.py)
-from checkpoint_killer import CheckpointKiller  # noqa: E402  (scripts/stack/checkpoint_killer.py)
+import images  # scripts/compose/images.py, beside this script
+from airflow_rest import AirflowRest, run_path  # scripts/stack/airflow_rest.py (scripts/compose_e2e.sh's PYTHONPATH)
+from checkpoint_killer import CheckpointKiller  # scripts/stack/checkpoint_killer.py
+from rossmann_jobs.commit_protocol import manifest_uri
 
 REPO = images.REPO
-sys.path.insert(0, str(REPO / "docker"))
-import gen_env  # noqa: E402  (docker/gen_env.py: .env.example with fresh secrets)
-
-from rossmann_jobs.commit_protocol import manifest_uri  # noqa: E402
+GEN_ENV = REPO / "docker" / "gen_env.py"   # .env.example with fresh secrets, run as users run it
 
 DAG_ID = "rossmann_forecast"
 PROJECT = "rossmann-e2e"
@@ -366,7 +361,8 @@ def build_stack(workdir: Path, evidence: dict, stage_wheel: bool) -> tuple[Compo
         files.append(REPO / "docker-compose.local-s3.yaml")
         evidence["s3_server"] = "local (docker-compose.local-s3.yaml)"
 
-    settings = parse_env(gen_env.render(gen_env.TEMPLATE.read_text()))
+    settings = parse_env(subprocess.run([sys.executable, str(GEN_ENV)], capture_output=True, text=True,
+                                        check=True).stdout)
     settings.update(variables)
     settings.update(COMPOSE_PROJECT_NAME=PROJECT, ROSSMANN_IMAGE_TAG=IMAGE_TAG, AIRFLOW_UI_PORT=str(free_port()),
                     SPARK_UI_PORT=str(free_port()), MINIO_API_PORT=str(free_port()),

@@ -5,16 +5,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 
 import pytest
 
+import images  # scripts/compose/images.py: the compose test's image pulls and builds
 from stack_helpers import REPO_ROOT
 
 PROGRESS = REPO_ROOT / "scripts" / "progress.sh"
-sys.path.insert(0, str(REPO_ROOT / "scripts" / "compose"))
-import images  # noqa: E402  (scripts/compose/images.py: the compose test's image pulls and builds)
 
 
 def bash(script: str, **env: str) -> subprocess.CompletedProcess:

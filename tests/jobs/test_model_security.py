@@ -17,6 +17,7 @@ import pytest
 
 import predict_fixtures
 from rossmann_jobs import model_files, model_store, storage
+from rossmann_jobs.forecast.forward_pass import ForwardPass
 from rossmann_jobs.model_trust import (
     IncompatibleModelError,
     UntrustedModelError,
@@ -142,10 +143,10 @@ def committed(storage_root):
 
 def test_a_model_is_rebuilt_from_its_params_and_weights_and_predicts_the_same(committed):
     source = model_store.open_model(committed["out"])   # the digests its train job committed
-    rebuilt = model_files.build_model(source.artifact, source.weights_bytes(), source.attempt)
+    rebuilt = ForwardPass(source.artifact, source.weights_bytes(), source.attempt)   # what predict and the gate load
     frames, _ = predict_fixtures.make_frames()
     inputs = {c: frames[c].to_numpy().reshape(-1, 1) for c in predict_fixtures.FEATURE_COLS}
-    np.testing.assert_allclose(rebuilt.predict(inputs, verbose=0), committed["model"].predict(inputs, verbose=0),
+    np.testing.assert_allclose(rebuilt(frames), committed["model"].predict(inputs, verbose=0).reshape(-1),
                                rtol=1e-6)
 
 
@@ -170,8 +171,7 @@ def test_a_tampered_file_is_refused(committed, tampered):
     source = model_store.ModelSource(committed["attempt"], committed["attempt"],
                                      json.loads(storage.read_bytes(storage.join(committed["attempt"],
                                                                                 "model/artifact.json"))), {})
-    model_files.build_model(source.artifact, storage.read_bytes(storage.join(committed["attempt"],
-                                                                             "model/weights.npz")), uri)
+    ForwardPass(source.artifact, storage.read_bytes(storage.join(committed["attempt"], "model/weights.npz")), uri)
 
 
 def test_a_model_without_recorded_digests_is_refused(committed):

@@ -12,9 +12,9 @@ from pyspark.sql import types as T
 
 import predict_fixtures
 from report_html import ReportPage
-from rossmann_jobs import model_files
+from rossmann_jobs import model_files, report_page
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
-from rossmann_jobs.forecast import metrics, model_cache, report_page
+from rossmann_jobs.forecast import metrics, model_cache
 from rossmann_jobs.forecast.inference import forecast_batches, predict_log_sales
 from rossmann_jobs.forecast.inputs import ForecastInputError, check_values
 from rossmann_jobs.forecast.open_rule import OPEN_STATUS_COL, with_open_status
@@ -170,7 +170,7 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
 
 def test_the_report_embeds_the_train_jobs_own_curves_instead_of_drawing_them(tmp_path):
     """The training curves the train job drew (training_curves.png beside its metrics.json) are reused as they are."""
-    from rossmann_jobs.forecast.forecast_report import read_report_context
+    from rossmann_jobs.forecast_report import read_report_context
     from rossmann_jobs.training.train_outputs import training_curves_png
 
     history = [{"epoch": e, "train_loss": 1 / e, "val_loss": 1.1 / e, "train_exp_rmspe": 0.5 / e,

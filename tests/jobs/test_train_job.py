@@ -16,10 +16,12 @@ import time
 import uuid
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from rossmann_jobs import model_files, model_store, storage
+from rossmann_jobs import model_store, storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
+from rossmann_jobs.forecast.forward_pass import ForwardPass
 from rossmann_jobs.output_layout import METADATA_FILE, VALIDATION_DIR
 from tests.jobs.conftest import JOBS_BIN, REPO_ROOT
 from tests.jobs.listeners import ListenerSampler, reachable_from_outside
@@ -167,16 +169,16 @@ def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, t
 
     # Checked against the digests the job committed.
     source = model_store.open_model(s3_run["out"], root=s3_run["root"])
-    model = model_files.build_model(source.artifact, source.weights_bytes(), source.attempt)
+    model = ForwardPass(source.artifact, source.weights_bytes(), source.attempt)   # what predict and the gate load
     validation_files = [f for f in storage.list_files(storage.join(storage.committed_uri(s3_run["features"]),
                                                                    VALIDATION_DIR)) if f.endswith(".parquet")]
     frames = []
     for uri in validation_files:
         filesys, path = storage.filesystem(uri)
         frames.append(pq.read_table(path, filesystem=filesys))
-    inputs = {col: np.concatenate([f[col].to_numpy() for f in frames]).reshape(-1, 1) for col in FEATURE_COLS}
+    rows = pd.DataFrame({col: np.concatenate([f[col].to_numpy() for f in frames]) for col in FEATURE_COLS})
     log_sales = np.concatenate([f[LABEL_COL].to_numpy() for f in frames])
-    predicted = model.predict(inputs, batch_size=1024, verbose=0).ravel()
+    predicted = model(rows)
     assert predicted.shape == (s3_run["validation_rows"],) and np.all(np.isfinite(predicted))
     rmspe = math.sqrt(np.mean((1 - np.exp(predicted - log_sales)) ** 2))
     assert rmspe == pytest.approx(artifact["best_val_exp_rmspe"], rel=1e-3)

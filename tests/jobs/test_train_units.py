@@ -77,13 +77,15 @@ def test_reference_model_has_the_reference_layer_sizes():
 
 def test_saved_weights_rebuild_the_model_from_its_params_and_it_predicts_the_same():
     from rossmann_jobs import model_files
+    from rossmann_jobs.forecast.forward_pass import ForwardPass
     from rossmann_jobs.training.model import build_model
 
     model = build_model(VOCAB_SIZES, 20000.0, SMALL)
-    loaded = model_files.build_model({"vocab_sizes": VOCAB_SIZES, "max_sales": 20000.0, "params": SMALL.to_dict()},
-                                     model_files.weights_bytes(model), "s3://b/runs/x/model")
-    inputs = _inputs(feature_table(32, np.random.default_rng(2)))
-    np.testing.assert_allclose(loaded.predict(inputs, verbose=0), model.predict(inputs, verbose=0), rtol=1e-6)
+    loaded = ForwardPass({"vocab_sizes": VOCAB_SIZES, "max_sales": 20000.0, "params": SMALL.to_dict()},
+                         model_files.weights_bytes(model), "s3://b/runs/x/model")
+    rows = feature_table(32, np.random.default_rng(2))
+    np.testing.assert_allclose(loaded(rows.to_pandas()), model.predict(_inputs(rows), verbose=0).reshape(-1),
+                               rtol=1e-6)
 
 
 def test_exp_rmspe_sums_match_the_competition_formula_on_raw_sales():

@@ -8,9 +8,9 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from rossmann_jobs import storage
+from rossmann_jobs import report_page, storage
 from rossmann_jobs.features.drop_settings import UNVERIFIED_DROP_WARNING
-from rossmann_jobs.forecast import metrics, quantiles, report_page
+from rossmann_jobs.forecast import metrics, quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL
 from rossmann_jobs.forecast.open_rule import is_forecast
