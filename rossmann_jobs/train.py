@@ -32,6 +32,7 @@ from rossmann_jobs.output_layout import TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
 from rossmann_jobs.training import checkpoint, network, train_outputs
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
 from rossmann_jobs.training.gate_scores import gate_scores
+from rossmann_jobs.training.horovod_launch import prepare_horovod_spark
 from rossmann_jobs.training.params import LR_SCHEDULES, TrainParams
 from rossmann_jobs.training.prepared_files import train_statistics
 from rossmann_jobs.training.warm_start import WarmStart, plan_warm_start
@@ -151,23 +152,10 @@ def params_from_args(args: argparse.Namespace) -> TrainParams:
                        warmup_epochs=args.warmup_epochs)
 
 
-def skip_driver_build_check() -> None:
-    """Let horovod.spark.run skip its check that Horovod was built with Gloo.
-
-    It checks in a forked copy of this driver, which imports TensorFlow for it (seconds of CPU per run) and, as a
-    fork of a py4j client, logs a "Connection reset by peer" traceback. scripts/setup_env.sh checks the build once
-    (horovodrun --check-build), and the ranks import the same extension: hvd.init() fails there, naming Gloo, if
-    it is missing.
-    """
-    import horovod.runner.launch
-
-    horovod.runner.launch.gloo_built = lambda verbose=False: True
-
-
 def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
     import horovod.spark
 
-    skip_driver_build_check()
+    prepare_horovod_spark()
     start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
     # Horovod's services (the Gloo rendezvous is unauthenticated) listen on one interface only: loopback unless
     # the cluster's private network is named (training/network.py).

@@ -493,7 +493,7 @@ def test_horovod_runs_the_gloo_launcher_without_its_forked_build_check(monkeypat
     straight to the Gloo launcher and never asks."""
     import horovod.runner.launch as launch
 
-    from rossmann_jobs.train import skip_driver_build_check
+    from rossmann_jobs.training.horovod_launch import skip_driver_build_check
 
     asked = []
     monkeypatch.setattr(launch, "gloo_built", lambda verbose=False: asked.append(verbose) or True)
@@ -504,3 +504,71 @@ def test_horovod_runs_the_gloo_launcher_without_its_forked_build_check(monkeypat
     skip_driver_build_check()
     launch.run_controller(True, lambda: launched.append("gloo"), False, None, False, None, 1)
     assert asked == [] and launched == ["gloo", "gloo"]
+
+
+def command_end_to_service_return(lifetime_s: float, command_s: float) -> tuple[float, float]:
+    """(seconds the command ran, seconds from its end to wait_for_command_termination's return) of Horovod's real
+    Spark task service, running a real shell command sent by its real client, as horovod.spark.run's rsh does."""
+    import time
+
+    from horovod.runner.common.util import secret
+    from horovod.spark.task.task_service import SparkTaskClient, SparkTaskService
+
+    key = secret.make_secret_key()
+    service = SparkTaskService(0, key, None, lifetime_s)
+    try:
+        client = SparkTaskClient(0, service.addresses(), key, verbose=0)
+        started = time.monotonic()
+        client.run_command(f"sleep {command_s}", {})
+        assert client.wait_for_command_exit_code(delay=0.05) == 0
+        ended = time.monotonic()
+        service.wait_for_command_termination()
+        return ended - started, time.monotonic() - ended
+    finally:
+        service.shutdown()
+
+
+def test_a_spark_task_ends_with_its_rank_once_the_minimum_lifetime_from_the_start_has_passed(monkeypatch):
+    """horovod.spark.run's Spark tasks keep a command's service alive a minimum lifetime (3 s) "after the command
+    started", but Horovod starts that timer when the command ends: each task then sleeps the whole lifetime after
+    its rank has exited. The train job's tasks time it from the start: a command that outlived it returns at once,
+    a shorter one still waits out the rest (the driver's client needs that to read its exit code)."""
+    from horovod.spark.task.task_service import SparkTaskService
+
+    from rossmann_jobs.training.horovod_launch import time_command_lifetime_from_start
+
+    monkeypatch.setattr(SparkTaskService, "_run_command", SparkTaskService._run_command)   # restored afterwards
+    ran, waited = command_end_to_service_return(lifetime_s=1.0, command_s=1.5)
+    assert ran >= 1.4 and waited >= 0.9              # as Horovod ships it: the full lifetime after the end
+    assert time_command_lifetime_from_start()
+    ran, waited = command_end_to_service_return(lifetime_s=1.0, command_s=1.5)
+    assert ran >= 1.4 and waited < 0.3               # the lifetime had passed when the command ended
+    ran, waited = command_end_to_service_return(lifetime_s=2.0, command_s=0.5)
+    assert 0.4 <= ran < 1.0 and 1.2 <= ran + waited < 2.5   # a short command: kept until 2 s after its start
+
+
+def test_the_train_jobs_spark_tasks_run_horovods_own_task_function(monkeypatch):
+    """prepare_horovod_spark swaps horovod.spark.run's mapper for one that runs Horovod's own _task_fn with the
+    same arguments (the key put back into the settings' place), after timing the lifetime from the start."""
+    import horovod.runner.launch as launch
+    from horovod.spark import runner
+    from horovod.spark.task.task_service import SparkTaskService
+
+    from rossmann_jobs.training import horovod_launch
+
+    monkeypatch.setattr(runner, "_make_mapper", runner._make_mapper)
+    monkeypatch.setattr(launch, "gloo_built", launch.gloo_built)
+    monkeypatch.setattr(SparkTaskService, "_run_command", SparkTaskService._run_command)
+    calls = []
+    monkeypatch.setattr(runner, "_task_fn", lambda *args: calls.append(args) or "result")
+    horovod_launch.prepare_horovod_spark()
+    assert runner._make_mapper is horovod_launch._task_mapper
+
+    class Settings:
+        key = "secret-key"
+
+    settings = Settings()
+    mapper = runner._make_mapper(["driver"], settings, True, False)
+    assert list(mapper(3, iter([]))) == ["result"]
+    assert calls == [(3, ["driver"], "secret-key", settings, True, False)]
+    assert getattr(SparkTaskService._run_command, "timed_from_start", False)
