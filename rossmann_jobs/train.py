@@ -32,7 +32,7 @@ from rossmann_jobs.output_layout import TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
 from rossmann_jobs.training import checkpoint, network, train_outputs
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
 from rossmann_jobs.training.gate_scores import gate_scores
-from rossmann_jobs.training.horovod_launch import prepare_horovod_spark
+from rossmann_jobs.training.horovod_launch import prepare_horovod_spark, rank_python
 from rossmann_jobs.training.params import LR_SCHEDULES, TrainParams
 from rossmann_jobs.training.prepared_files import train_statistics
 from rossmann_jobs.training.warm_start import WarmStart, plan_warm_start
@@ -152,7 +152,8 @@ def params_from_args(args: argparse.Namespace) -> TrainParams:
                        warmup_epochs=args.warmup_epochs)
 
 
-def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
+def run_horovod(config: WorkerConfig, num_proc: int, executable: str | None = None) -> list[dict[str, Any]]:
+    """Train on num_proc Horovod ranks started by horovod.spark.run, each in `executable` (default: this Python)."""
     import horovod.spark
 
     prepare_horovod_spark()
@@ -165,7 +166,8 @@ def run_horovod(config: WorkerConfig, num_proc: int) -> list[dict[str, Any]]:
     # seconds of start-up per check (bench/RESULTS.md, "Fixed cost per run").
     return horovod.spark.run(train_fn, args=(config,), num_proc=num_proc, start_timeout=start_timeout,
                              env=worker_env(), stdout=sys.stdout, stderr=sys.stderr, verbose=1,
-                             prefix_output_with_timestamp=True, nics=nics, use_gloo=True)
+                             prefix_output_with_timestamp=True, nics=nics, use_gloo=True,
+                             executable=executable or sys.executable)
 
 
 def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> ModelSource:
@@ -233,7 +235,8 @@ def run(spark, args: argparse.Namespace) -> dict[str, Any]:
              params.epochs, params.batch_size)
     with timed("horovod training", timings):
         try:
-            results = run_horovod(config, num_proc)
+            results = run_horovod(config, num_proc, rank_python(dict(spark.sparkContext.getConf().getAll()),
+                                                                dict(os.environ), sys.executable))
         except Exception:
             pointer = checkpoint.read_pointer(checkpoints)
             kept = (f"the checkpoint after epoch {pointer['epoch']} under {checkpoints} is kept; a re-run "

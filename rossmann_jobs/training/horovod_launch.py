@@ -68,6 +68,14 @@ def _task_mapper(driver_addresses, settings, use_gloo, is_elastic):
     return mapper
 
 
+def rank_python(spark_conf: dict[str, str], environ: dict[str, str], driver_python: str) -> str:
+    """The Python each Horovod rank runs in: the executors' own (spark.pyspark.python, else PYSPARK_PYTHON, Spark's
+    order), which horovod.spark.run would otherwise take from the driver (sys.executable). They differ where the
+    executors run a shipped environment (spark.archives, relative to the executor's work dir, where the rank's
+    command runs) or another install path than the machine that submits the job."""
+    return spark_conf.get("spark.pyspark.python") or environ.get("PYSPARK_PYTHON") or driver_python
+
+
 def prepare_horovod_spark() -> None:
     """Before horovod.spark.run in the driver: no forked build check, and Spark tasks that end with their rank."""
     from horovod.spark import runner

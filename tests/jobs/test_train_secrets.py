@@ -7,7 +7,9 @@ verbose >= 3, masking only variables named *SECRET* (so AWS_SESSION_TOKEN would 
 """
 from __future__ import annotations
 
+import horovod.runner.launch
 import horovod.spark
+import horovod.spark.runner
 from horovod.runner.common.util import secret
 
 from rossmann_jobs import train
@@ -19,9 +21,13 @@ def test_train_calls_horovod_quietly_and_sends_no_credentials(monkeypatch, horov
     calls = []
     # Only the call is recorded: what horovod.spark.run does is exercised by the train job tests.
     monkeypatch.setattr(horovod.spark, "run", lambda fn, **kwargs: calls.append((fn, kwargs)) or [{}])
+    # run_horovod changes two of Horovod's module globals (training/horovod_launch.py): restored afterwards.
+    monkeypatch.setattr(horovod.spark.runner, "_make_mapper", horovod.spark.runner._make_mapper)
+    monkeypatch.setattr(horovod.runner.launch, "gloo_built", horovod.runner.launch.gloo_built)
     config = object()
-    train.run_horovod(config, num_proc=2)
+    train.run_horovod(config, num_proc=2, executable="/executors/env/bin/python")
     [(fn, kwargs)] = calls
+    assert kwargs["executable"] == "/executors/env/bin/python"   # the ranks' Python, not necessarily the driver's
     assert fn is train.train_fn and kwargs["args"] == (config,) and kwargs["num_proc"] == 2
     assert kwargs["verbose"] < 2
     assert set(kwargs["env"]) == set(train.WORKER_TIMEOUT_ENV)  # timeouts only: no credentials, no key

@@ -572,3 +572,15 @@ def test_the_train_jobs_spark_tasks_run_horovods_own_task_function(monkeypatch):
     assert list(mapper(3, iter([]))) == ["result"]
     assert calls == [(3, ["driver"], "secret-key", settings, True, False)]
     assert getattr(SparkTaskService._run_command, "timed_from_start", False)
+
+
+def test_the_ranks_run_the_executors_python_in_sparks_order():
+    """horovod.spark.run starts each rank with the driver's sys.executable unless told otherwise: on executors that
+    run a shipped environment (spark.archives, "./env/bin/python") that path does not exist there."""
+    from rossmann_jobs.training.horovod_launch import rank_python
+
+    driver = "/airflow-worker/jobs-venv/bin/python"
+    shipped = {"spark.pyspark.python": "./env/bin/python", "spark.pyspark.driver.python": driver}
+    assert rank_python(shipped, {"PYSPARK_PYTHON": "/other/python"}, driver) == "./env/bin/python"
+    assert rank_python({}, {"PYSPARK_PYTHON": "/opt/jobs-venv/bin/python"}, driver) == "/opt/jobs-venv/bin/python"
+    assert rank_python({}, {}, driver) == driver
