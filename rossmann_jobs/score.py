@@ -94,12 +94,25 @@ def check_drop_unchanged(raw_uri: str, name: str = TRAIN.name) -> bool:
     return True
 
 
-def collect_by_key(df: DataFrame, renames: dict[str, str] | None = None) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for row in df.collect():
-        values = row.asDict()
-        key = values.pop(scoring.KEY_COL)
-        out.setdefault(key, []).append({(renames or {}).get(k, k): v for k, v in values.items()})
+# What each score record holds per forecast, by the name it has there: every grouping of the scored rows in one
+# aggregation (scoring.grouped_scores); a grouping's one column is named like the grouping in the record.
+GROUPINGS = {"overall": [], "lead_day": [scoring.LEAD_COL], "lead_week": [scoring.LEAD_WEEK_COL], "store": ["StoreId"]}
+GROUPING_COLUMNS = tuple(dict.fromkeys(column for by in GROUPINGS.values() for column in by))
+
+
+def scores_by_grouping(scored: DataFrame) -> dict[str, dict[str, list[dict]]]:
+    """grouping -> forecast key -> that forecast's scores, one dict per value of the grouping's column, in order."""
+    out: dict[str, dict[str, list[dict]]] = {name: {} for name in GROUPINGS}
+    rows = [row.asDict() for row in scoring.grouped_scores(scored, GROUPINGS).collect()]
+    for name, by in GROUPINGS.items():
+        mine = sorted((row for row in rows if row[scoring.GROUPING_COL] == name),
+                      key=lambda row: (row[scoring.KEY_COL], *(row[column] for column in by)))
+        for row in mine:
+            key = row[scoring.KEY_COL]
+            entry = {name: row[column] for column in by}
+            entry.update((column, value) for column, value in row.items()
+                         if column not in (scoring.GROUPING_COL, scoring.KEY_COL, *GROUPING_COLUMNS))
+            out[name].setdefault(key, []).append(entry)
     return out
 
 
@@ -124,12 +137,8 @@ def run_score(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_u
                     for row in scoring.horizons(predictions).collect()}
         scored = scoring.scored_rows(predictions, actuals, scoring_date).cache()
         try:
-            overall = collect_by_key(scoring.score_table(scored, []))
-            by_lead = collect_by_key(scoring.score_table(scored, [scoring.LEAD_COL]),
-                                     {scoring.LEAD_COL: "lead_day"})
-            by_lead_week = collect_by_key(scoring.score_table(scored, [scoring.LEAD_WEEK_COL]),
-                                          {scoring.LEAD_WEEK_COL: "lead_week"})
-            by_store = collect_by_key(scoring.score_table(scored, ["StoreId"]), {"StoreId": "store"})
+            tables = scores_by_grouping(scored)
+            overall, by_lead, by_lead_week, by_store = (tables[name] for name in GROUPINGS)
             recent = score_records.recent_check(
                 scoring.recent_scores(scored, scoring_date, RECENT_WINDOW_DAYS).first().asDict(), scoring_date,
                 RECENT_WINDOW_DAYS)

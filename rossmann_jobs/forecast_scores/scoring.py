@@ -43,6 +43,7 @@ from rossmann_jobs.forecast_scores.score_records import (
 KEY_COL, AS_OF_COL = "ForecastKey", "ForecastAsOf"   # "<as_of>/<run key>" and its as-of date D0
 LEAD_COL, LEAD_WEEK_COL, HAS_FORECAST_COL = "LeadDay", "LeadWeek", "HasForecast"
 HORIZON_START_COL, HORIZON_END_COL = "HorizonStart", "HorizonEnd"
+GROUPING_COL = "ScoreGrouping"   # grouped_scores: which grouping a row of scores belongs to
 SCORED_LEVELS = QUANTILE_LEVELS
 MODEL_QUANTILES, BASELINE_QUANTILES = (quantile_columns(SCORED_LEVELS, MODEL_PREFIX),
                                        quantile_columns(SCORED_LEVELS, BASELINE_PREFIX))
@@ -140,9 +141,26 @@ def scores() -> list[Column]:
             *quantile_scores(BASELINE_QUANTILES, BASELINE_COVERAGE, BASELINE_QUANTILE_LOSS)]
 
 
+def grouped_scores(scored: DataFrame, groupings: dict[str, list[str]]) -> DataFrame:
+    """Per grouping (name -> columns), KEY_COL and the grouping's columns: scores() of the scored rows, GROUPING_COL
+    naming the grouping and the other groupings' columns null. Every grouping in one aggregation over one scan (each
+    row is repeated once per grouping), not one query each: each query costs the same few stages whatever the rows,
+    which is most of a day's scoring."""
+    columns = list(dict.fromkeys(column for by in groupings.values() for column in by))
+    kept = {column: f"_by_{column}" for column in columns}
+    copies = F.explode(F.array(*[
+        F.struct(F.lit(name).alias(GROUPING_COL),
+                 *[(F.col(column) if column in by else F.lit(None).cast(scored.schema[column].dataType))
+                   .alias(kept[column]) for column in columns])
+        for name, by in groupings.items()]))
+    rows = scored.select("*", copies.alias("_grouping")).select("*", "_grouping.*").drop("_grouping")
+    return (rows.groupBy(GROUPING_COL, KEY_COL, *kept.values()).agg(*scores())
+            .withColumnsRenamed({alias: column for column, alias in kept.items()}))
+
+
 def score_table(scored: DataFrame, by: list[str]) -> DataFrame:
     """Per KEY_COL and `by`: scores() of the scored rows."""
-    return scored.groupBy(KEY_COL, *by).agg(*scores()).orderBy(KEY_COL, *by)
+    return grouped_scores(scored, {"table": by}).drop(GROUPING_COL).orderBy(KEY_COL, *by)
 
 
 def recent_scores(scored: DataFrame, scoring_date: date, window_days: int) -> DataFrame:

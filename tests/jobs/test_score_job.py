@@ -220,6 +220,34 @@ def test_interval_coverage_and_weighted_quantile_loss_on_a_hand_made_case(spark)
     assert unscored["baseline_interval_coverage"] == pytest.approx(0.75)
 
 
+def test_every_grouping_in_one_aggregation_scores_as_a_query_per_grouping_does(spark):
+    """score.py scores every grouping of the scored rows in one aggregation (scoring.grouped_scores): each
+    grouping's rows equal those of its own groupBy, row for row, and none leaks into another grouping."""
+    day = lambda lead: QUANTILE_AS_OF + timedelta(days=lead)   # noqa: E731
+    forecasts = quantile_forecast_frame(spark, "Q", QUANTILE_AS_OF,
+                                        [(store, day(lead), q, b) for lead, _y, q, b in QUANTILE_ROWS if q
+                                         for store in (1, 2)])
+    actuals = spark.createDataFrame([(store, day(lead), float(y) * store) for lead, y, _q, _b in QUANTILE_ROWS
+                                     if y for store in (1, 2)], "StoreId int, Date date, SalesActual double")
+    scored = scoring.scored_rows(forecasts, actuals, day(5)).unionByName(
+        scoring.scored_rows(forecasts.withColumn(scoring.KEY_COL, F.lit("R")), actuals, day(3))).cache()
+    one_pass = scoring.grouped_scores(scored, score.GROUPINGS).toPandas()
+    assert sorted(set(one_pass[scoring.GROUPING_COL])) == sorted(score.GROUPINGS)
+    for name, by in score.GROUPINGS.items():
+        mine = (one_pass[one_pass[scoring.GROUPING_COL] == name].drop(columns=scoring.GROUPING_COL)
+                .sort_values([scoring.KEY_COL, *by]).reset_index(drop=True))
+        assert mine[[c for c in score.GROUPING_COLUMNS if c not in by]].isna().all().all()
+        alone = (scored.groupBy(scoring.KEY_COL, *by).agg(*scoring.scores()).toPandas()
+                 .sort_values([scoring.KEY_COL, *by]).reset_index(drop=True))
+        assert len(alone) == len(mine) > 1 or name == "overall"
+        pd.testing.assert_frame_equal(mine[alone.columns], alone, check_dtype=False)
+    by_grouping = score.scores_by_grouping(scored)
+    assert [entry["lead_day"] for entry in by_grouping["lead_day"]["Q"]] == [1, 2, 3, 4]
+    assert [entry["store"] for entry in by_grouping["store"]["R"]] == [1, 2]
+    assert list(by_grouping["store"]["R"][0])[:2] == ["store", "rows"]   # the records' key order, as before
+    assert "rows" in by_grouping["overall"]["Q"][0] and len(by_grouping["overall"]["Q"]) == 1
+
+
 def test_a_too_narrow_interval_is_reported_as_under_covering(spark):
     """P10 and P90 within 0.1 % of an unbiased forecast, actuals 5 % off either way: the interval covers nothing;
     the record and summary call it under-covering, and the report lists it."""
