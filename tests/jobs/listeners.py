@@ -47,7 +47,10 @@ def _each_process(names: dict[int, str]) -> list:
 def listening(root_pid: int) -> set[tuple[str, int, str]]:
     """(address, port, process) of every listening TCP or bound, unconnected UDP socket of root_pid and its
     descendants, now."""
-    names = _tree_names(root_pid)
+    return _listening_in(_tree_names(root_pid))
+
+
+def _listening_in(names: dict[int, str]) -> set[tuple[str, int, str]]:
     # One read of the system's socket tables per sample (per process, psutil re-reads them for each of the ~10
     # processes): a sample then takes milliseconds even on a loaded machine.
     try:
@@ -86,10 +89,10 @@ class ListenerSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.seen |= listening(self.root_pid)
+            names = _tree_names(self.root_pid)
+            self.seen |= _listening_in(names)
             self.samples += 1
-            watched = {pid: name for pid, name in _tree_names(self.root_pid).items()
-                       if any(word in name for word in self.watch)}
+            watched = {pid: name for pid, name in names.items() if any(word in name for word in self.watch)}
             deadline = time.monotonic() + self.interval_s
             while watched and time.monotonic() < deadline and not self._stop.is_set():
                 self.seen |= _listeners(_each_process(watched), watched)
