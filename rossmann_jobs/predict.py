@@ -54,6 +54,7 @@ from rossmann_jobs.model_files import ARTIFACT_PATH
 from rossmann_jobs.model_store import open_model
 from rossmann_jobs.model_trust import ModelRefusedError
 from rossmann_jobs.output_layout import METADATA_FILE, PREDICTIONS_DIR, QUANTILES_FILE, REPORT_PAGE, SUBMISSION_FILE
+from rossmann_jobs.spark_session import read_parquet
 
 log = logging.getLogger("rossmann.predict")
 
@@ -115,7 +116,7 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
              .write.partitionBy(SPLIT_COL).parquet(storage.spark_uri(predictions_uri)))
         finally:
             model.destroy()
-    predictions = spark.read.parquet(storage.spark_uri(predictions_uri))
+    predictions = read_parquet(spark, predictions_uri)
     split = {name: predictions.filter(F.col(SPLIT_COL) == name) for name in (TEST, VALIDATION)}
     with timed("check predictions", timings):
         quantile_columns = quantiles.quantile_columns(levels)

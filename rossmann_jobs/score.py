@@ -35,6 +35,7 @@ from rossmann_jobs.forecast_scores import score_records, score_report, scoring
 from rossmann_jobs.forecast_scores.score_records import RECENT_WINDOW_DAYS, ScoringInputError
 from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE
+from rossmann_jobs.spark_session import materialized, read_parquet
 
 log = logging.getLogger("rossmann.score")
 
@@ -56,7 +57,7 @@ def read_forecast(spark: SparkSession, record: dict) -> DataFrame:
         raise ScoringInputError(f"forecast {score_records.forecast_key(record)}: {uri} has no {SPLIT_COL}={TEST}/ "
                                 "predictions (a re-run of its predict task replaced that attempt?): re-run the "
                                 "run's publish_forecast task so the registry names its committed attempt.")
-    df = spark.read.parquet(storage.spark_uri(uri)).filter(F.col(SPLIT_COL) == TEST)
+    df = read_parquet(spark, storage.join(uri, f"{SPLIT_COL}={TEST}"))
     optional = [BASELINE_COL, *scoring.MODEL_QUANTILES, *scoring.BASELINE_QUANTILES]
     return df.select(F.lit(score_records.forecast_key(record)).alias(scoring.KEY_COL),
                      F.lit(date.fromisoformat(record["as_of"])).alias(scoring.AS_OF_COL),
@@ -131,6 +132,8 @@ def run_score(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_u
             predictions = predictions.unionByName(frame)
         first_as_of = min(date.fromisoformat(record["as_of"]) for record in forecasts)
         actuals = read_actuals(spark, raw_uri, first_as_of, scoring_date)
+        # Each is read once here: the scoring plan reads the forecasts four times and joins the actuals twice.
+        predictions, actuals = materialized(predictions), materialized(actuals)
     with timed("score", timings):
         horizons = {row[scoring.KEY_COL]: {"start": row[scoring.HORIZON_START_COL].isoformat(),
                                            "end": row[scoring.HORIZON_END_COL].isoformat()}

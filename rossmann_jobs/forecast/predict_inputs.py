@@ -46,6 +46,7 @@ from rossmann_jobs.forecast.submission import (
 )
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
 from rossmann_jobs.output_layout import REJECTED_DIR, TEST_DIR, TRAIN_DIR, VALIDATION_DIR
+from rossmann_jobs.spark_session import read_parquet
 
 log = logging.getLogger("rossmann.predict")
 
@@ -80,7 +81,7 @@ def check_model_inputs(artifact: dict, artifact_uri: str, metadata: dict, metada
 def read_split(spark: SparkSession, uri: str, keys: dict[str, tuple[type, ...]], non_null_keys: list[str],
                sizes: dict[str, int]) -> tuple[DataFrame, int]:
     """A prepared split with its keys in canonical types, checked against the spec; and its row count."""
-    df = spark.read.parquet(storage.spark_uri(uri))
+    df = read_parquet(spark, uri)
     check_columns(df, uri, {**keys, **feature_types()})
     for column in keys:
         df = df.withColumn(column, F.col(column).cast(CANONICAL_KEY_TYPES[column]))
@@ -122,7 +123,7 @@ def read_history(spark: SparkSession, features_attempt: str) -> DataFrame:
     parts = []
     for name in (TRAIN_DIR, VALIDATION_DIR):
         uri = storage.join(features_attempt, name)
-        df = spark.read.parquet(storage.spark_uri(uri))
+        df = read_parquet(spark, uri)
         check_columns(df, uri, HISTORY_TYPES)
         parts.append(df.select(F.col("StoreId").cast("int"), F.col("Date").cast("date"),
                                F.col("DayOfWeek").cast("int"), F.col("Promo").cast("int"),
@@ -133,7 +134,7 @@ def read_history(spark: SparkSession, features_attempt: str) -> DataFrame:
 def read_trend_history(spark: SparkSession, features_attempt: str) -> DataFrame:
     """State, Date and the trend columns of the prepared train + validation rows (every row dated <= as-of)."""
     columns = ["State", "Date", *quantiles.TREND_COLS]
-    parts = [spark.read.parquet(storage.spark_uri(storage.join(features_attempt, name))).select(*columns)
+    parts = [read_parquet(spark, storage.join(features_attempt, name)).select(*columns)
              for name in (TRAIN_DIR, VALIDATION_DIR)]
     return parts[0].unionByName(parts[1])
 

@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from rossmann_jobs import storage
 from rossmann_jobs.features.spec import CONTINUOUS_COLS, LABEL_COL
+from rossmann_jobs.spark_session import read_parquet
 from rossmann_jobs.training.feature_set import FeatureDataError
 from rossmann_jobs.training.model import TrainStatistics
 
@@ -16,7 +17,7 @@ STATISTICS_COLUMNS = [LABEL_COL, *CONTINUOUS_COLS]
 
 def read_files(spark: SparkSession, file_uris: list[str]) -> DataFrame:
     """The Parquet files (already checked by feature_set.scan_files) as one DataFrame."""
-    return spark.read.parquet(*[storage.spark_uri(uri) for uri in file_uris])
+    return read_parquet(spark, *file_uris)
 
 
 def column_moments(batches: Iterable[np.ndarray]) -> tuple[int, np.ndarray, np.ndarray]:
