@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import date, datetime, timedelta, timezone
@@ -72,9 +73,20 @@ def run_backfill(args: argparse.Namespace, state_dir: Path) -> dict:
     assert api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})[0] == 200
     log(f"backfill create: pool slots {args.pool_slots}, max active runs {args.max_active_runs}, conf {args.conf}")
     created = time.time()
-    subprocess.run(["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", str(dates[0]),
-                    "--to-date", str(dates[-1]), "--max-active-runs", str(args.max_active_runs),
-                    "--dag-run-conf", json.dumps(args.conf)], env=env, check=True, capture_output=True, timeout=300)
+    for attempt in range(3):
+        created_backfill = subprocess.run(
+            ["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", str(dates[0]), "--to-date",
+             str(dates[-1]), "--max-active-runs", str(args.max_active_runs), "--dag-run-conf", json.dumps(args.conf)],
+            env=env, capture_output=True, text=True, timeout=300)
+        # SQLite lets one writer in: the scheduler, busy with the DAG just unpaused, can lock out the whole create
+        # (one transaction, rolled back): try again.
+        if created_backfill.returncode == 0 or "database is locked" not in created_backfill.stderr:
+            break
+        log(f"backfill create: SQLite was locked (attempt {attempt + 1}); trying again in 5 s")
+        time.sleep(5)
+    if created_backfill.returncode != 0:
+        sys.exit(f"airflow backfill create failed (exit {created_backfill.returncode}):\n"
+                 f"{created_backfill.stdout[-3000:]}\n{created_backfill.stderr[-5000:]}")
     wanted = {str(day) for day in dates}
     last_report = [0.0]
 
