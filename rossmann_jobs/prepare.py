@@ -227,12 +227,11 @@ def parquet_file_rows(uri: str) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     shards = []
-    for file_uri in storage.list_files(uri):
-        if file_uri.endswith(".parquet"):
-            filesys, path = storage.filesystem(file_uri)
-            with filesys.open_input_file(path) as handle:
-                shards.append({"file": file_uri[len(uri.rstrip("/")) + 1:],
-                               "rows": pq.ParquetFile(handle).metadata.num_rows})
+    for file_uri in storage.parquet_files(uri):
+        filesys, path = storage.filesystem(file_uri)
+        with filesys.open_input_file(path) as handle:
+            shards.append({"file": file_uri[len(uri.rstrip("/")) + 1:],
+                           "rows": pq.ParquetFile(handle).metadata.num_rows})
     return shards
 
 

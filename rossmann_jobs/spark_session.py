@@ -176,9 +176,9 @@ def written_schema(uris: list[str]):
 
     first = None
     for uri in uris:
-        candidates = [uri] if uri.endswith(".parquet") else storage.list_files(uri)
-        files = [path for path in candidates if path.endswith(".parquet")
-                 and not path.rsplit("/", 1)[-1].startswith(("_", "."))]
+        candidates = [uri] if uri.endswith(".parquet") else storage.parquet_files(uri)
+        # Spark skips files named _* or .* when it reads: the schema comes from a file it reads.
+        files = [path for path in candidates if not path.rsplit("/", 1)[-1].startswith(("_", "."))]
         if files:
             first, relative = files[0], files[0][len(uri.rstrip("/")):]
             break

@@ -187,6 +187,11 @@ def list_files(uri: str) -> list[str]:
     return sorted(prefix + info.path[len(base):] for info in infos if info.type == fs.FileType.File)
 
 
+def parquet_files(uri: str) -> list[str]:
+    """The Parquet data files below a prefix (a Spark output's _SUCCESS and checksums left out), sorted."""
+    return [file_uri for file_uri in list_files(uri) if file_uri.endswith(".parquet")]
+
+
 def delete_prefix(uri: str) -> None:
     filesys, path = filesystem(uri)
     if exists(uri):

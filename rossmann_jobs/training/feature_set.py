@@ -43,21 +43,17 @@ class FeatureSet:
         return float(self.metadata["max_sales"])
 
 
-def parquet_files(prefix_uri: str) -> list[str]:
-    return [uri for uri in storage.list_files(prefix_uri) if uri.endswith(".parquet")]
-
-
 def load_feature_set(features_uri: str) -> FeatureSet:
     """Read metadata.json of the committed features and list the train/validation Parquet files."""
     attempt = storage.committed_uri(features_uri)
     metadata_uri = storage.join(attempt, METADATA_FILE)
     metadata = storage.read_json(metadata_uri)
     check_feature_spec(metadata, metadata_uri)
-    train_files = parquet_files(storage.join(attempt, TRAIN_DIR))
+    train_files = storage.parquet_files(storage.join(attempt, TRAIN_DIR))
     if not train_files:
         raise FeatureDataError(f"{storage.join(attempt, TRAIN_DIR)} holds no Parquet files: re-run the prepare job.")
     return FeatureSet(features_uri, attempt, metadata, train_files,
-                      parquet_files(storage.join(attempt, VALIDATION_DIR)))
+                      storage.parquet_files(storage.join(attempt, VALIDATION_DIR)))
 
 
 def check_feature_spec(metadata: dict[str, Any], metadata_uri: str) -> None:
