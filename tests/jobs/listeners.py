@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ipaddress
 import threading
-import time
 
 import psutil
 
@@ -75,32 +74,44 @@ def reachable_from_outside(sockets) -> list[tuple[str, int, str]]:
 class ListenerSampler:
     """Samples listening(root_pid) every interval_s in a thread until stop(); `seen` holds the union.
 
-    Processes whose command line contains one of `watch` are sampled every watch_interval_s in between: Gloo's
-    listeners in the Horovod ranks live only while the ranks rendezvous (each pair listens until its peer has
-    connected), a fraction of a second that a 0.2 s sampler catches only by chance."""
+    Processes whose command line contains one of `watch` are sampled every watch_interval_s by a second thread, so
+    the whole tree's slower sample never leaves a gap in theirs. Gloo's listeners in the Horovod ranks live only
+    while the ranks rendezvous (each pair listens until its peer has connected): a fraction of a second that even a
+    5 ms sampler can miss on a loaded machine. Their connections last the whole training, so `connected` also
+    keeps the watched processes' established TCP connections as (local address, remote address, process)."""
 
     def __init__(self, root_pid: int, interval_s: float = 0.2, watch: tuple[str, ...] = (),
                  watch_interval_s: float = 0.005):
-        self.root_pid, self.interval_s, self.seen, self.samples = root_pid, interval_s, set(), 0
+        self.root_pid, self.interval_s, self.seen, self.connected, self.samples = root_pid, interval_s, set(), set(), 0
         self.watch, self.watch_interval_s = watch, watch_interval_s
+        self._watched: dict[int, str] = {}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, daemon=True)]
+        if watch:
+            self._threads.append(threading.Thread(target=self._run_watched, daemon=True))
+        for thread in self._threads:
+            thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             names = _tree_names(self.root_pid)
+            self._watched = {pid: name for pid, name in names.items() if any(word in name for word in self.watch)}
             self.seen |= _listening_in(names)
             self.samples += 1
-            watched = {pid: name for pid, name in names.items() if any(word in name for word in self.watch)}
-            deadline = time.monotonic() + self.interval_s
-            while watched and time.monotonic() < deadline and not self._stop.is_set():
-                self.seen |= _listeners(_each_process(watched), watched)
-                self.samples += 1
-                time.sleep(self.watch_interval_s)
-            self._stop.wait(max(0.0, deadline - time.monotonic()))
+            self._stop.wait(self.interval_s)
+
+    def _run_watched(self) -> None:
+        while not self._stop.is_set():
+            watched = self._watched
+            connections = _each_process(watched)
+            self.seen |= _listeners(connections, watched)
+            self.connected |= {(c.laddr.ip, c.raddr.ip, watched[pid]) for c, pid in connections
+                               if c.status == psutil.CONN_ESTABLISHED and c.raddr}
+            self.samples += 1
+            self._stop.wait(self.watch_interval_s)
 
     def stop(self) -> set[tuple[str, int, str]]:
         self._stop.set()
-        self._thread.join(timeout=10)
+        for thread in self._threads:
+            thread.join(timeout=10)
         return self.seen
