@@ -291,9 +291,12 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         rows = sales_rows(parsed[TRAIN.name], parsed[TEST.name])
         with timed("check the lookup files and the plan on their own, and the drop's freshness", timings):
             # Before any join: a broken lookup file is named as such, not by the join misses it causes in train.csv.
-            lookup_groups = check_lookups_and_plan({**lookups.by_file, "state_names.csv": state_names},
-                                                   parsed[TEST.name], input_rows, max_reject_fraction)
-            facts = [row.asDict() for row in freshness.freshness_facts(rows, as_of).collect()]
+            # The freshness facts' scan of train.csv runs beside the lookups' small jobs; a lookup error still
+            # comes first.
+            lookup_groups, facts = concurrently(
+                lambda: check_lookups_and_plan({**lookups.by_file, "state_names.csv": state_names},
+                                               parsed[TEST.name], input_rows, max_reject_fraction),
+                lambda: [row.asDict() for row in freshness.freshness_facts(rows, as_of).collect()])
             freshness.check_freshness(facts, as_of, max_staleness_days,
                                       lambda: freshness.stale_plan_examples(rows, as_of))
         with timed("features of every sales row (validate, join, elapsed), horizon and vocabularies, materialized",
