@@ -34,20 +34,6 @@ VOCAB_30_STORES = {"Store": 31, "State": 13, "DayOfWeek": 8, "Year": 5, "Month":
                    "Promo": 3, "StateHoliday": 5, "SchoolHoliday": 3}
 
 
-class _NoAllreduce:
-    """Stands in for horovod.tensorflow in the compute-only step: the gradients are left as they are."""
-
-    Average = None
-
-    @staticmethod
-    def allreduce(tensor, **_):
-        return tensor
-
-    @staticmethod
-    def DistributedGradientTape(tape, **_):   # noqa: N802 (Horovod's name)
-        return tape
-
-
 def worker(mode: str, steps: int, batch_size: int) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
@@ -57,10 +43,11 @@ def worker(mode: str, steps: int, batch_size: int) -> dict:
     from rossmann_jobs.training.model import build_model, make_optimizer
     from rossmann_jobs.training.params import TrainParams
     from rossmann_jobs.training.worker import _make_steps
+    from testkit.horovod_steps import NoAllreduce, per_variable_train_step
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    hvd, rank = _NoAllreduce(), 0
+    hvd, rank = NoAllreduce(), 0
     if mode != "compute":
         import horovod.tensorflow as hvd
         hvd.init()
@@ -80,7 +67,7 @@ def worker(mode: str, steps: int, batch_size: int) -> dict:
         def run():
             return allreduce(vector)
     elif mode == "step-per-variable":
-        train_step = _per_variable_step(tf, hvd, model, make_optimizer(params, model.trainable_variables))
+        train_step = per_variable_train_step(tf, hvd, model, make_optimizer(params, model.trainable_variables))
     else:
         train_step, _, _ = _make_steps(tf, hvd, model, make_optimizer(params, model.trainable_variables), params)
     if not mode.startswith("allreduce"):
@@ -96,18 +83,6 @@ def worker(mode: str, steps: int, batch_size: int) -> dict:
     seconds = time.perf_counter() - started
     return {"mode": mode, "rank": rank, "ms_per_step": round(seconds / steps * 1000, 2),
             "gradient_floats": gradient_floats}
-
-
-def _per_variable_step(tf, hvd, model, optimizer):
-    """The job's step before session 22: DistributedGradientTape allreduces each variable's gradient on its own."""
-    @tf.function
-    def train_step(features, labels):
-        with tf.GradientTape() as tape:
-            predictions = model(features, training=True)
-            loss = tf.reduce_mean(tf.abs(labels - predictions)) + tf.add_n(model.losses)
-        tape = hvd.DistributedGradientTape(tape, sparse_as_dense=True)
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-    return train_step
 
 
 def _results(output: str) -> list[dict]:

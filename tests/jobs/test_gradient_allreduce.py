@@ -20,6 +20,7 @@ def _one_step_per_mode() -> dict[str, list]:
     from rossmann_jobs.training.params import TrainParams
     from rossmann_jobs.training.worker import _make_steps
     from testkit.feature_fixtures import VOCAB_SIZES, feature_table
+    from testkit.horovod_steps import NoAllreduce, per_variable_train_step
 
     hvd.init()
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -28,27 +29,13 @@ def _one_step_per_mode() -> dict[str, list]:
     features = [table[col].to_numpy().reshape(-1, 1) for col in FEATURE_COLS]
     labels = table[LABEL_COL].to_numpy().reshape(-1, 1)
 
-    class NoAllreduce:   # each rank steps on its own gradients: the control
-        Average = None
-
-        @staticmethod
-        def allreduce(tensor, **_):
-            return tensor
-
     results = {}
-    for mode in MODES:
+    for mode in MODES:   # no_allreduce: each rank steps on its own gradients, the control
         tf.keras.utils.set_random_seed(7)   # the same initial weights in every rank and mode
         model = build_model(VOCAB_SIZES, 20000.0, params)
         optimizer = make_optimizer(params, model.trainable_variables)
         if mode == "per_variable":
-            @tf.function
-            def step(features, labels):
-                with tf.GradientTape() as tape:
-                    predictions = model(features, training=True)
-                    loss = tf.reduce_mean(tf.abs(labels - predictions)) + tf.add_n(model.losses)
-                tape = hvd.DistributedGradientTape(tape, sparse_as_dense=True)
-                optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                              model.trainable_variables))
+            step = per_variable_train_step(tf, hvd, model, optimizer)
         else:
             step = _make_steps(tf, hvd if mode == "job" else NoAllreduce(), model, optimizer, params)[0]
         initial = [variable.numpy() for variable in model.trainable_variables]
