@@ -67,7 +67,7 @@ conf="{\"sample_rate\": $SAMPLE_RATE${EPOCHS:+, \"epochs\": $EPOCHS}${BATCH_SIZE
 conf+="${LEARNING_RATE:+, \"learning_rate\": $LEARNING_RATE}}"
 mkdir -p "$ROSSMANN_STATE_DIR/log"
 log="$ROSSMANN_STATE_DIR/log/demo-$DATE.log"
-echo "== airflow dags test rossmann_forecast $DATE, conf $conf (full log: $log; ~8 min on 2 cores)"
+echo "== airflow dags test rossmann_forecast $DATE, conf $conf (full log: $log; ~2-3 min on 2 cores)"
 dag_start=$SECONDS
 set +e
 airflow dags test rossmann_forecast "$DATE" -c "$conf" 2>&1 | tee "$log" \
