@@ -11,6 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
+import rossmann_jobs
 from rossmann_jobs.job_protocol import configure_logging
 from rossmann_jobs.storage import s3_endpoint
 
@@ -106,8 +107,10 @@ def build_spark_session(app_name: str, extra_conf: dict[str, str] | None = None)
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ROSSMANN_SPARK_LOG_LEVEL", "WARN"))
-    log.info("Spark %s master=%s app=%s defaultParallelism=%s", spark.version, spark.sparkContext.master,
-             app_name, spark.sparkContext.defaultParallelism)
+    # Which job code runs: the installed wheel, a --py-files archive or a checkout (docs/deploy.md).
+    log.info("Spark %s master=%s app=%s defaultParallelism=%s rossmann_jobs %s from %s", spark.version,
+             spark.sparkContext.master, app_name, spark.sparkContext.defaultParallelism, rossmann_jobs.__version__,
+             os.path.dirname(rossmann_jobs.__file__))
     return spark
 
 

@@ -1,5 +1,6 @@
 """The Airflow side as a user installs it: both wheels built from the checkout, installed into a new venv without the
-checkout, the bootstrap run twice, and the DAGs parsed from a LocalDagBundle on the installed DAG files.
+checkout, the bootstrap run twice, the DAGs parsed from a LocalDagBundle on the installed DAG files, and the whole DAG
+run by that venv's `airflow dags test` for a landed drop, its Spark jobs from the installed package.
 
 The new venv gets its third-party packages (Airflow and the providers) by a path line in a .pth file naming the
 Airflow env's site-packages: a path line adds only that folder to sys.path and runs none of the .pth files in it,
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -19,7 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from stack_helpers import DAG_ID, REPO_ROOT, TASKS
+from stack_helpers import (
+    DAG_ID,
+    JOBS_PYTHON,
+    REPO_ROOT,
+    SCORING_TASKS,
+    SMALL_RUN_CONF,
+    TASKS,
+    embedded,
+    start_stack,
+)
 
 DEADLINE_DAG_ID = "rossmann_forecast_deadline"
 SECRET = secrets.token_hex(8)   # made up at run time: no credential-looking literal in the repository
@@ -56,11 +67,11 @@ def installed(tmp_path_factory):
            "AIRFLOW_HOME": str(root / "airflow-home"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__PLUGINS_FOLDER": str(root / "no-plugins")}
     run([venv / "bin" / "python", "-m", "airflow", "db", "migrate"], env, work)   # as a deployment does first
-    return venv, env, work
+    return venv, env, work, wheels
 
 
 def test_installed_packages_come_from_the_wheels(installed):
-    venv, env, work = installed
+    venv, env, work, _ = installed
     probe = ("import json, sys, importlib.metadata as md, rossmann, rossmann_jobs\n"
              "from packaging.requirements import Requirement\n"
              "reqs = [Requirement(r) for r in md.requires('rossmann-forecast')]\n"
@@ -80,7 +91,7 @@ def test_installed_packages_come_from_the_wheels(installed):
 
 
 def test_bootstrap_is_idempotent_and_says_what_it_did(installed):
-    venv, env, work = installed
+    venv, env, work, _ = installed
     env = {**env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "spark://master:7077"}),
            "AIRFLOW_CONN_AWS_DEFAULT": json.dumps({"conn_type": "aws", "login": "key", "password": SECRET}),
            "ROSSMANN_SPARK_POOL_SLOTS": "2", "ROSSMANN_JOBS_ROOT": "/opt/rossmann-jobs"}
@@ -117,7 +128,7 @@ def test_bootstrap_is_idempotent_and_says_what_it_did(installed):
 
 
 def test_installed_wheel_parses_the_dags_from_a_bundle(installed):
-    venv, env, work = installed
+    venv, env, work, _ = installed
     bundle = last_json(run([venv / "bin" / "rossmann-forecast", "bundle-config"], env, work))
     dags_folder = Path(bundle[0]["kwargs"]["path"])
     assert dags_folder.is_relative_to(venv) and sorted(path.name for path in dags_folder.glob("*.py")) == [
@@ -137,3 +148,55 @@ def test_installed_wheel_parses_the_dags_from_a_bundle(installed):
     code = "from rossmann.spark_submit import default_jobs_root; print(default_jobs_root())"
     root = Path(run([venv / "bin" / "python", "-c", code], env, work).strip().splitlines()[-1])
     assert root.is_relative_to(venv) and (root / "rossmann_jobs" / "prepare.py").is_file()
+
+
+@pytest.fixture(scope="module")
+def wheel_stack(tmp_path_factory):
+    """The embedded stack's S3 server and an Airflow home for the installed venv's DAG run."""
+    handle = start_stack(tmp_path_factory.mktemp("wheel-stack"))
+    yield handle
+    embedded.stop_process(handle.state, "moto")
+
+
+def test_installed_wheel_runs_the_dag_for_a_landed_drop(installed, wheel_stack):
+    """`airflow dags test` of the installed venv, from the bundle, runs every task; spark-submit runs the installed
+    rossmann_jobs' entry scripts and ships the jobs wheel (Variable rossmann_py_files), so no checkout code runs on
+    either side."""
+    venv, user_env, work, wheels = installed
+    logical_date = "2015-07-31"
+    wheel_stack.land(logical_date, logical_date)
+    bundle = last_json(run([venv / "bin" / "rossmann-forecast", "bundle-config"], user_env, work))
+    jobs_wheel = next(wheels.glob("rossmann_jobs-*.whl"))
+    # The Spark that spark-submit runs, as an Airflow worker names its Spark install (the jobs env's pyspark).
+    spark_home = subprocess.run([JOBS_PYTHON, "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
+                                check=True, capture_output=True, text=True).stdout.strip()
+    # The stack's connections, pool, S3 and Airflow home; the venv's Airflow, DAG files and no plugins folder.
+    env = {**wheel_stack.env, "PATH": f"{venv / 'bin'}:{wheel_stack.env['PATH']}", "HOME": user_env["HOME"],
+           "AIRFLOW__CORE__PLUGINS_FOLDER": user_env["AIRFLOW__CORE__PLUGINS_FOLDER"],
+           "AIRFLOW__CORE__DAGS_FOLDER": bundle[0]["kwargs"]["path"],
+           "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundle),
+           "AIRFLOW_VAR_ROSSMANN_PY_FILES": str(jobs_wheel), "SPARK_HOME": spark_home}
+    conf = {**SMALL_RUN_CONF, "epochs": 2}
+    result = subprocess.run([venv / "bin" / "python", "-m", "airflow", "dags", "test", DAG_ID, logical_date, "-B",
+                             "rossmann", "-c", json.dumps(conf)], env=env, cwd=work, capture_output=True, text=True,
+                            timeout=1200)
+    output = result.stdout + result.stderr
+    summary = wheel_stack.run_summary(logical_date)
+    states = {task: info["state"] for task, info in summary["tasks"].items()}
+    assert sorted(states) == sorted(TASKS), f"{states}\n{output[-6000:]}"
+    assert all("success" in state for task, state in states.items() if task not in SCORING_TASKS), (
+        f"{states}\n{output[-6000:]}")
+    # Every Spark job ran the installed entry script with the jobs wheel on its path, never a checkout file.
+    site = venv / "lib"
+    for job in ("prepare", "train", "predict"):
+        submits = [line for line in output.splitlines() if "spark-submit" in line and f"/{job}.py" in line]
+        assert submits, f"no spark-submit of {job}.py in the run's output"
+        assert all(f"{site}" in line and f"rossmann_jobs/{job}.py" in line and str(jobs_wheel) in line
+                   for line in submits), submits
+    # ... and each job's driver imported rossmann_jobs from the shipped wheel (spark_session logs where from).
+    sources = re.findall(r"INFO \[rossmann\] Spark \S+ master=.* rossmann_jobs \S+ from (\S+)", output)
+    assert len(sources) >= 3 and set(sources) == {f"{jobs_wheel}/rossmann_jobs"}, sources
+    assert f"{REPO_ROOT}/rossmann_jobs" not in output and f"{REPO_ROOT}/dags" not in output
+    forecast = summary["xcom"]["publish_forecast"]
+    assert wheel_stack.read_json(summary["xcom"]["plan_run"]["forecast_pointer"]) == forecast
+    assert wheel_stack.read_bytes(forecast["submission_uri"]).startswith(b"Id,Sales")
