@@ -15,6 +15,6 @@ with open(sys.argv[1], "w") as handle:
 fi
 if [[ "${1:-}" == "init" ]]; then   # the one-shot airflow-init service: database, then the DAG's Spark pool
   airflow db migrate
-  exec env PYTHONPATH="$AIRFLOW__CORE__PLUGINS_FOLDER" "$(dirname "$(command -v airflow)")/python" -m rossmann.pools
+  exec "$(dirname "$(command -v airflow)")/python" -m rossmann.pools   # the installed rossmann-forecast wheel
 fi
 exec airflow "$@"

@@ -359,6 +359,31 @@ def test_spark_image_installs_the_tested_jobs_environment(services):
     assert f"python{sys.version_info.major}.{sys.version_info.minor} -m venv" in script
 
 
+def test_images_install_the_wheels_not_a_copy_of_the_repository():
+    """Both images build the two wheels as `make dist` does (scripts/build_wheels.sh, one shared stage) and install
+    only them: no source folder is copied into a final image, and the Airflow image reads the DAGs from a bundle on
+    the installed DAG files, not from a DAGS_FOLDER or PLUGINS_FOLDER."""
+    sources = ("rossmann_jobs", "dags", "plugins", "pyproject.toml", "packaging")
+    wheel_stages = []
+    for name in ("spark", "airflow"):
+        dockerfile = REPO / f"docker/{name}/Dockerfile"
+        stages = dockerfile_stages(dockerfile)
+        wheel_stages.append(stages["wheels"])
+        assert ("RUN", "PIP=/opt/jobs-venv/bin/pip bash /src/scripts/build_wheels.sh /dist") in stages["wheels"]
+        final = stages["final"]
+        copied = [rest.split()[0] for keyword, rest in final if keyword == "COPY" and not rest.startswith("--from")]
+        assert not [path for path in copied if path.rstrip("/") in sources], f"{dockerfile} copies sources: {copied}"
+        assert ("COPY", "--from=wheels /dist/ /tmp/rossmann-dist/") in final
+        installs = " ".join(rest for keyword, rest in final if keyword == "RUN")
+        jobs_wheel = "/tmp/rossmann-dist/rossmann_jobs-*.whl"
+        assert f"/opt/jobs-venv/bin/pip install --no-cache-dir --no-deps {jobs_wheel}" in installs
+    assert wheel_stages[0] == wheel_stages[1], "the wheels stage differs between the images (no shared build cache)"
+    env = dockerfile_env(REPO / "docker/airflow/Dockerfile")
+    assert "AIRFLOW__CORE__DAGS_FOLDER" not in env and "AIRFLOW__CORE__PLUGINS_FOLDER" not in env
+    bundle = json.loads(env["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"])
+    assert bundle[0]["kwargs"]["path"] == "/opt/airflow-venv/lib/python3.11/site-packages/rossmann/dags"
+
+
 # --- wiring: what the DAG needs ---------------------------------------------------------------------------------
 
 def dag_sources() -> str:
@@ -551,9 +576,9 @@ def test_airflow_entrypoint_writes_a_private_password_file_then_runs_airflow(tmp
     (stub_bin / "python").write_text(f'#!/bin/sh\necho "$PYTHONPATH $@" > {pool_calls}\n')
     (stub_bin / "python").chmod(0o755)
     subprocess.run(["bash", entrypoint, "init"], check=True,
-                   env={**env, "AIRFLOW_ADMIN_PASSWORD": "", "AIRFLOW__CORE__PLUGINS_FOLDER": "/opt/rossmann/plugins"})
+                   env={**env, "AIRFLOW_ADMIN_PASSWORD": ""})
     assert calls.read_text().split() == ["db", "migrate"]
-    assert pool_calls.read_text().split() == ["/opt/rossmann/plugins", "-m", "rossmann.pools"]
+    assert pool_calls.read_text().split() == ["-m", "rossmann.pools"]   # the installed package, no PYTHONPATH
 
 
 def test_horovod_talks_on_the_project_network_not_loopback(services):
