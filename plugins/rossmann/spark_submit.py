@@ -11,7 +11,8 @@ docs/deploy.md), then a task's own `conf`. Beneath all of them, the launch setti
 run's drop (rossmann_jobs/launch_settings.py: a small drop's JVMs compile with C1 only).
 
 A job that exits with status 2 (a known input or feature error, rossmann_jobs.job_runner.run_job) fails the task
-at once with its "<job> failed: <reason>" line: a retry would read the same input and fail the same way.
+at once with its "<job> failed: <reason>" line: a retry would read the same input and fail the same way. So does a
+spark-submit that cannot find its Spark (no SPARK_HOME on the Airflow worker): a retry meets the same set-up.
 """
 from __future__ import annotations
 
@@ -51,6 +52,21 @@ def bad_input_reason(submit_error: str) -> str | None:
         return None
     lines = FAILURE_LINE.findall(submit_error)
     return lines[-1].strip() if lines else f"exit status {BAD_INPUT_EXIT_CODE} (bad input); the task log says why"
+
+
+# pyspark's spark-submit script when it finds no Spark, before any JVM starts (docs/deploy.md, "spark-submit on the
+# Airflow worker").
+_NO_SPARK_HOME = re.compile(r"Could not find valid SPARK_HOME[^\n]*")
+
+
+def launch_failure_reason(submit_error: str) -> str | None:
+    """Why spark-submit could not start any job on this worker, when its output says so (a set-up problem that no
+    retry mends), else None."""
+    missing = _NO_SPARK_HOME.search(submit_error)
+    if missing is None:
+        return None
+    return (f"spark-submit could not start: {missing[0].strip()}. Set SPARK_HOME for the Airflow components to a "
+            "Spark install (or the jobs environment's site-packages/pyspark), see docs/deploy.md, then clear the task")
 
 
 def default_jobs_root() -> str:
@@ -169,10 +185,13 @@ class RossmannSparkSubmitOperator(SparkSubmitOperator):
             return super().execute(context)
         except AirflowException as error:
             reason = bad_input_reason(str(error))
-            if reason is None:
-                raise
-            raise AirflowFailException(f"{reason} (bad input: not retried; fix the input and clear the task)") \
-                from None
+            if reason is not None:
+                raise AirflowFailException(f"{reason} (bad input: not retried; fix the input and clear the task)") \
+                    from None
+            set_up = launch_failure_reason(str(error))
+            if set_up is not None:
+                raise AirflowFailException(f"{set_up} (not retried)") from None
+            raise
 
 
 class PredictSubmitOperator(RossmannSparkSubmitOperator):

@@ -10,7 +10,7 @@ from rossmann.outputs import train_summary
 from rossmann.pools import SPARK_POOL_SLOTS_ENV, spark_pool_slots
 from rossmann.publication import replaces_latest
 from rossmann.sensors import poke_interval_for
-from rossmann.spark_submit import aws_environment, bad_input_reason
+from rossmann.spark_submit import aws_environment, bad_input_reason, launch_failure_reason
 from rossmann.uris import champion_record_uri, pinned_model_uri, plan_run_uris, record_as_of, run_key
 
 
@@ -122,6 +122,21 @@ def test_bad_input_reason_is_the_jobs_failure_line_only_for_exit_status_2():
     assert bad_input_reason(SUBMIT_ERROR.format(code=137)) is None
     # Status 2 without the line (cut off by a huge stack trace) still fails fast, pointing at the log.
     assert "exit status 2" in bad_input_reason("Cannot execute: spark-submit x. Error code is: 2.")
+
+
+def test_a_spark_submit_without_spark_is_a_set_up_failure_not_a_bad_input():
+    # What pyspark's spark-submit printed on a worker without SPARK_HOME (tests/dag/test_wheel_install.py found it).
+    error = ("Cannot execute: spark-submit --master local[2] /venv/rossmann_jobs/prepare.py. Error code is: 127.\n"
+             "Last spark-submit output:\n"
+             "Could not find valid SPARK_HOME while searching ['/tmp/x', '/opt/jobs-venv/bin']\n"
+             "/opt/jobs-venv/bin/spark-submit: line 27: /bin/spark-class: No such file or directory")
+    reason = launch_failure_reason(error)
+    assert reason.startswith("spark-submit could not start: Could not find valid SPARK_HOME while searching")
+    assert "Set SPARK_HOME" in reason and "docs/deploy.md" in reason
+    assert bad_input_reason(error) is None
+    # A job that started and failed, for whatever reason, is not a set-up failure: the retry policy holds.
+    assert launch_failure_reason(SUBMIT_ERROR.format(code=1)) is None
+    assert launch_failure_reason(SUBMIT_ERROR.format(code=2)) is None
 
 
 def test_spark_pool_slots_default_to_one_and_refuse_nonsense():

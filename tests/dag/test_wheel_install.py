@@ -31,6 +31,7 @@ from stack_helpers import (
     TASKS,
     embedded,
     start_stack,
+    task_tries,
 )
 
 DEADLINE_DAG_ID = "rossmann_forecast_deadline"
@@ -162,10 +163,11 @@ def wheel_stack(tmp_path_factory):
 def test_installed_wheel_runs_the_dag_for_a_landed_drop(installed, wheel_stack):
     """`airflow dags test` of the installed venv, from the bundle, runs every task; spark-submit runs the installed
     rossmann_jobs' entry scripts and ships the jobs wheel (Variable rossmann_py_files), so no checkout code runs on
-    either side."""
+    either side. Before that, the same venv on a worker without SPARK_HOME fails the first Spark task once, naming
+    the fix."""
     venv, user_env, work, wheels = installed
-    logical_date = "2015-07-31"
-    wheel_stack.land(logical_date, logical_date)
+    logical_date, without_spark_date = "2015-07-31", "2015-07-30"
+    wheel_stack.land(without_spark_date, logical_date)
     bundle = last_json(run([venv / "bin" / "rossmann-forecast", "bundle-config"], user_env, work))
     jobs_wheel = next(wheels.glob("rossmann_jobs-*.whl"))
     # The Spark that spark-submit runs, as an Airflow worker names its Spark install (the jobs env's pyspark).
@@ -178,10 +180,22 @@ def test_installed_wheel_runs_the_dag_for_a_landed_drop(installed, wheel_stack):
            "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundle),
            "AIRFLOW_VAR_ROSSMANN_PY_FILES": str(jobs_wheel), "SPARK_HOME": spark_home}
     conf = {**SMALL_RUN_CONF, "epochs": 2}
-    result = subprocess.run([venv / "bin" / "python", "-m", "airflow", "dags", "test", DAG_ID, logical_date, "-B",
-                             "rossmann", "-c", json.dumps(conf)], env=env, cwd=work, capture_output=True, text=True,
-                            timeout=1200)
-    output = result.stdout + result.stderr
+
+    def dags_test(day: str, run_env: dict[str, str]) -> str:
+        result = subprocess.run([venv / "bin" / "python", "-m", "airflow", "dags", "test", DAG_ID, day, "-B",
+                                 "rossmann", "-c", json.dumps(conf)], env=run_env, cwd=work, capture_output=True,
+                                text=True, timeout=1200)
+        return result.stdout + result.stderr
+
+    # First as a worker without SPARK_HOME: spark-submit cannot find its Spark, and the task fails once, saying so
+    # (a set-up problem: retries would meet the same worker).
+    failed = dags_test(without_spark_date, {key: value for key, value in env.items() if key != "SPARK_HOME"})
+    tries = task_tries(failed, "prepare_features")
+    assert len(tries) == 1 and "Could not find valid SPARK_HOME" in tries[0] and "Set SPARK_HOME" in tries[0] and \
+        "(not retried)" in tries[0], failed[-4000:]
+    assert wheel_stack.run_summary(without_spark_date)["tasks"]["prepare_features"]["state"] == "failed"
+
+    output = dags_test(logical_date, env)
     summary = wheel_stack.run_summary(logical_date)
     states = {task: info["state"] for task, info in summary["tasks"].items()}
     assert sorted(states) == sorted(TASKS), f"{states}\n{output[-6000:]}"
