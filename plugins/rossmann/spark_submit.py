@@ -12,7 +12,8 @@ run's drop (rossmann_jobs/launch_settings.py: a small drop's JVMs compile with C
 
 A job that exits with status 2 (a known input or feature error, rossmann_jobs.job_runner.run_job) fails the task
 at once with its "<job> failed: <reason>" line: a retry would read the same input and fail the same way. So does a
-spark-submit that cannot find its Spark (no SPARK_HOME on the Airflow worker): a retry meets the same set-up.
+spark-submit that cannot start with this set-up (no SPARK_HOME on the Airflow worker; cluster deploy mode on a
+standalone master): a retry meets the same set-up.
 """
 from __future__ import annotations
 
@@ -54,19 +55,26 @@ def bad_input_reason(submit_error: str) -> str | None:
     return lines[-1].strip() if lines else f"exit status {BAD_INPUT_EXIT_CODE} (bad input); the task log says why"
 
 
-# pyspark's spark-submit script when it finds no Spark, before any JVM starts (docs/deploy.md, "spark-submit on the
-# Airflow worker").
-_NO_SPARK_HOME = re.compile(r"Could not find valid SPARK_HOME[^\n]*")
+# What spark-submit prints when it cannot start any job with this worker's set-up, before a JVM runs the job, and the
+# fix (docs/deploy.md): a retry would meet the same set-up.
+_SET_UP_FAILURES = (
+    (re.compile(r"Could not find valid SPARK_HOME[^\n]*"),
+     "Set SPARK_HOME for the Airflow components to a Spark install (or the jobs environment's site-packages/pyspark), "
+     "see docs/deploy.md"),
+    (re.compile(r"Cluster deploy mode is currently not supported for python applications on standalone clusters"),
+     "Use deploy-mode client in the Spark connection: a standalone cluster runs Python drivers in client mode only "
+     "(cluster mode needs YARN or Kubernetes), see docs/deploy.md"),
+)
 
 
 def launch_failure_reason(submit_error: str) -> str | None:
     """Why spark-submit could not start any job on this worker, when its output says so (a set-up problem that no
     retry mends), else None."""
-    missing = _NO_SPARK_HOME.search(submit_error)
-    if missing is None:
-        return None
-    return (f"spark-submit could not start: {missing[0].strip()}. Set SPARK_HOME for the Airflow components to a "
-            "Spark install (or the jobs environment's site-packages/pyspark), see docs/deploy.md, then clear the task")
+    for pattern, fix in _SET_UP_FAILURES:
+        found = pattern.search(submit_error)
+        if found is not None:
+            return f"spark-submit could not start: {found[0].strip()}. {fix}, then clear the task"
+    return None
 
 
 def default_jobs_root() -> str:

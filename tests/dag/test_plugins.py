@@ -134,6 +134,11 @@ def test_a_spark_submit_without_spark_is_a_set_up_failure_not_a_bad_input():
     assert reason.startswith("spark-submit could not start: Could not find valid SPARK_HOME while searching")
     assert "Set SPARK_HOME" in reason and "docs/deploy.md" in reason
     assert bad_input_reason(error) is None
+    # Spark 3.5's refusal of cluster deploy mode for a Python job on a standalone master (seen with spark-submit).
+    refused = ("Cannot execute: spark-submit --master spark://m:7077 --deploy-mode cluster p.py. Error code is: 1.\n"
+               "Exception in thread \"main\" org.apache.spark.SparkException: Cluster deploy mode is currently not "
+               "supported for python applications on standalone clusters.\n\tat org.apache.spark.deploy...")
+    assert "Use deploy-mode client" in launch_failure_reason(refused)
     # A job that started and failed, for whatever reason, is not a set-up failure: the retry policy holds.
     assert launch_failure_reason(SUBMIT_ERROR.format(code=1)) is None
     assert launch_failure_reason(SUBMIT_ERROR.format(code=2)) is None
