@@ -77,6 +77,16 @@ def launch_failure_reason(submit_error: str) -> str | None:
     return None
 
 
+def no_retry_reason(submit_error: str) -> str | None:
+    """The task's failure message when a retry would fail the same way (bad input, or a set-up that cannot start
+    spark-submit), else None: the task's retry policy applies."""
+    reason = bad_input_reason(submit_error)
+    if reason is not None:
+        return f"{reason} (bad input: not retried; fix the input and clear the task)"
+    set_up = launch_failure_reason(submit_error)
+    return None if set_up is None else f"{set_up} (not retried)"
+
+
 def default_jobs_root() -> str:
     """The folder holding rossmann_jobs/, whose entry scripts spark-submit runs unless the Variable
     rossmann_jobs_root names another: where this Airflow's rossmann_jobs is installed (the rossmann-jobs wheel's
@@ -192,14 +202,10 @@ class RossmannSparkSubmitOperator(SparkSubmitOperator):
         try:
             return super().execute(context)
         except AirflowException as error:
-            reason = bad_input_reason(str(error))
-            if reason is not None:
-                raise AirflowFailException(f"{reason} (bad input: not retried; fix the input and clear the task)") \
-                    from None
-            set_up = launch_failure_reason(str(error))
-            if set_up is not None:
-                raise AirflowFailException(f"{set_up} (not retried)") from None
-            raise
+            reason = no_retry_reason(str(error))
+            if reason is None:
+                raise
+            raise AirflowFailException(reason) from None
 
 
 class PredictSubmitOperator(RossmannSparkSubmitOperator):

@@ -10,7 +10,7 @@ from rossmann.outputs import train_summary
 from rossmann.pools import SPARK_POOL_SLOTS_ENV, spark_pool_slots
 from rossmann.publication import replaces_latest
 from rossmann.sensors import poke_interval_for
-from rossmann.spark_submit import aws_environment, bad_input_reason, launch_failure_reason
+from rossmann.spark_submit import aws_environment, bad_input_reason, launch_failure_reason, no_retry_reason
 from rossmann.uris import champion_record_uri, pinned_model_uri, plan_run_uris, record_as_of, run_key
 
 
@@ -142,6 +142,11 @@ def test_a_spark_submit_without_spark_is_a_set_up_failure_not_a_bad_input():
     # A job that started and failed, for whatever reason, is not a set-up failure: the retry policy holds.
     assert launch_failure_reason(SUBMIT_ERROR.format(code=1)) is None
     assert launch_failure_reason(SUBMIT_ERROR.format(code=2)) is None
+    # The operator's one verdict: each not-retried failure says why; any other failure keeps the retries.
+    assert no_retry_reason(error) == f"{reason} (not retried)"
+    assert no_retry_reason(SUBMIT_ERROR.format(code=2)).endswith("(bad input: not retried; fix the input and clear "
+                                                                  "the task)")
+    assert no_retry_reason(SUBMIT_ERROR.format(code=1)) is None
 
 
 def test_spark_pool_slots_default_to_one_and_refuse_nonsense():
