@@ -7,8 +7,8 @@
 #   scripts/airflow_ui.sh --status
 #
 # Then land data and trigger from the browser (Trigger, with the params form), or backfill:
-#   eval "$(.venvs/airflow/bin/python scripts/stack/stack.py env --with-aws)"
-#   .venvs/jobs/bin/python -m rossmann_jobs.synth land --out s3://rossmann/raw --from-date D1 --to-date D2 --stores 30
+#   eval "$(.venvs/airflow/bin/rossmann-stack env --with-aws)"
+#   .venvs/jobs/bin/rossmann-synth land --out s3://rossmann/raw --from-date D1 --to-date D2 --stores 30
 #   airflow backfill create --dag-id rossmann_forecast --from-date D1 --to-date D2 --max-active-runs 1
 set -euo pipefail
 
@@ -35,8 +35,8 @@ case "${1:-}" in
     echo "(param raw_drop_timeout_s) for s3://${ROSSMANN_BUCKET:-rossmann}/raw/$yesterday/_SUCCESS and then fails; generated drops"
     echo "exist only for 2013-01-01 to 2015-07-31. For a run that finishes, land a drop and trigger that date"
     echo "(Trigger in the UI, logical date 2015-07-31, or the last command):"
-    echo "  eval \"\$(.venvs/airflow/bin/python scripts/stack/stack.py env --with-aws)\""
-    echo "  .venvs/jobs/bin/python -m rossmann_jobs.synth land --out s3://${ROSSMANN_BUCKET:-rossmann}/raw --from-date 2015-07-31 --to-date 2015-07-31 --stores 30"
+    echo "  eval \"\$(.venvs/airflow/bin/rossmann-stack env --with-aws)\""
+    echo "  .venvs/jobs/bin/rossmann-synth land --out s3://${ROSSMANN_BUCKET:-rossmann}/raw --from-date 2015-07-31 --to-date 2015-07-31 --stores 30"
     echo "  .venvs/airflow/bin/airflow dags trigger rossmann_forecast --logical-date 2015-07-31 --conf '{\"epochs\": 10, \"batch_size\": 128}'"
     echo "Stop everything with: scripts/airflow_ui.sh --stop"
     ;;

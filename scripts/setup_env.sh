@@ -2,6 +2,8 @@
 # Idempotent set-up of both environments: .venvs/jobs (Spark/TF/Horovod) and .venvs/airflow (Airflow).
 # Slow artefacts (the horovod wheel, the S3A jars) are cached outside the clone, so later clones reuse them.
 #   scripts/setup_env.sh [--check]   (--check: only the prerequisite checks: Python 3.11, Java 8/11/17, C++, disk)
+#   scripts/setup_env.sh --executor-env-archive   (after a set-up: prints the packed executor environment's path,
+#                                                  building it first if its inputs changed; docs/deploy.md option 3)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,7 +64,8 @@ needs about $MIN_FREE_GIB GiB (ROSSMANN_MIN_FREE_GIB overrides the check)"
 
 # A stamp of the inputs that define an env: re-install only when they change.
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
-jobs_stamp() { stamp_of "$ROOT/requirements-jobs.txt" "$ROOT/constraints/jobs.txt" "$0"; }
+jobs_stamp() { stamp_of "$ROOT/requirements-jobs.txt" "$ROOT/requirements-executors.txt" "$ROOT/constraints/jobs.txt" "$0"; }
+executor_env_stamp() { stamp_of "$ROOT/requirements-executors.txt" "$ROOT/constraints/jobs.txt" "$0"; }
 airflow_stamp() { stamp_of "$ROOT/requirements.txt" "$ROOT/constraints/airflow.txt" "$0"; }
 
 ensure_venv() {  # ensure_venv DIR
@@ -131,6 +134,39 @@ cached in $CACHE/wheels)" build_horovod_wheel
   say "jobs env ready (horovod with TensorFlow + Gloo)"
 }
 
+# The executors' Python environment as one archive for spark.archives (docs/deploy.md, option 3): a fresh,
+# non-editable venv of requirements-executors.txt and the horovod wheel, packed by venv-pack; cached in $CACHE by
+# its inputs, so a set-up builds it once. Not the package itself: jobs ship the rossmann_jobs wheel with
+# --py-files, so the archive changes only with the pins. The archive links the interpreter of $PYTHON: the nodes
+# need Python 3.11 at that path (venv-pack's --python-prefix names another).
+executor_env_archive() {  # prints the archive's path
+  local archive="$CACHE/executor-env/rossmann-executor-env-$(executor_env_stamp).tar.gz"
+  if [ ! -f "$archive" ]; then
+    [ -n "$(horovod_wheel)" ] || die "no horovod wheel in $CACHE/wheels/tf-$TF_VERSION: run scripts/setup_env.sh first"
+    [ -x "$ROOT/.venvs/jobs/bin/venv-pack" ] || die "venv-pack is not in .venvs/jobs: run scripts/setup_env.sh first"
+    local build; build=$(mktemp -d)
+    # shellcheck disable=SC2064  # expand $build now: the trap outlives this function's locals
+    trap "rm -rf '$build'" EXIT
+    step "executor env: installing requirements-executors.txt and horovod into a fresh venv" \
+      install_executor_env "$build/env"
+    mkdir -p "$(dirname "$archive")"
+    # TensorFlow's C++ headers (a third of the files) only serve compiling against it, which horovod's wheel did.
+    step "executor env: packing with venv-pack" "$ROOT/.venvs/jobs/bin/venv-pack" -q -p "$build/env" \
+      -o "$archive.partial" --format tar.gz --compress-level 1 --force \
+      --exclude 'lib/python3.*/site-packages/tensorflow/include/*'
+    mv "$archive.partial" "$archive"   # whole or not at all: a later run trusts any archive it finds
+    find "$(dirname "$archive")" -name 'rossmann-executor-env-*.tar.gz' ! -path "$archive" -delete   # older pins
+  fi
+  echo "$archive"
+}
+
+install_executor_env() {  # install_executor_env VENV
+  ensure_venv "$1"
+  "$1/bin/pip" install -q -r "$ROOT/requirements-executors.txt" -c "$ROOT/constraints/jobs.txt"
+  "$1/bin/pip" install -q "$(horovod_wheel)[$HOROVOD_EXTRAS]" -c "$ROOT/constraints/jobs.txt"
+  "$1/bin/python" -c 'import tensorflow, pyarrow, horovod.tensorflow' >/dev/null
+}
+
 setup_airflow_env() {
   local AIRFLOW_ENV="$ROOT/.venvs/airflow"
   local stamp; stamp=$(airflow_stamp)
@@ -143,6 +179,8 @@ setup_airflow_env() {
   # library only); the package declares no dependencies, and --no-deps keeps it that way.
   step "airflow env: installing this package (editable, no dependencies)" \
     "$AIRFLOW_ENV/bin/pip" install -q --no-deps -e "$ROOT"
+  step "airflow env: the embedded stack's command, rossmann-stack (scripts/stack, editable)" \
+    "$AIRFLOW_ENV/bin/pip" install -q --no-deps --no-build-isolation -e "$ROOT/scripts/stack"
   step "airflow env: checking the imports" "$AIRFLOW_ENV/bin/python" -c 'import airflow.sdk, airflow.providers.apache.spark, airflow.providers.amazon
 import rossmann_jobs.commit_protocol, rossmann_jobs.job_protocol'
   echo "$stamp" > "$AIRFLOW_ENV/.stamp"
@@ -151,6 +189,7 @@ import rossmann_jobs.commit_protocol, rossmann_jobs.job_protocol'
 
 check_prerequisites
 if [ "${1:-}" = "--check" ]; then echo "setup: prerequisites OK"; exit 0; fi   # the checks alone, in seconds
+if [ "${1:-}" = "--executor-env-archive" ]; then executor_env_archive; exit 0; fi
 # The airflow env (downloads and unpacking) installs while the jobs env compiles horovod on every core; its
 # output is shown after the jobs env's, so the two do not interleave.
 AIRFLOW_SETUP_LOG=$(mktemp)

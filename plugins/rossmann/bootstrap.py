@@ -97,12 +97,23 @@ def ensure_variable(key: str, environ: Mapping[str, str] = os.environ) -> str:
     if env_name not in environ:
         return f"variable {key}: {env_name} is not set, left as it is (the DAG's default applies when unset)"
     value = environ[env_name]
+    warning = py_files_warning(value) if key == "rossmann_py_files" else ""
     with create_session() as session:
         existing = session.scalar(select(Variable).where(Variable.key == key))
         if existing is not None and existing.val == value:
-            return f"variable {key} = {value!r}: unchanged"
+            return f"variable {key} = {value!r}: unchanged{warning}"
         Variable.set(key, value, description=f"set by rossmann-forecast bootstrap from {env_name}", session=session)
-    return f"variable {key} = {value!r}: {'created' if existing is None else 'updated'} from {env_name}"
+    return f"variable {key} = {value!r}: {'created' if existing is None else 'updated'} from {env_name}{warning}"
+
+
+def py_files_warning(py_files: str) -> str:
+    """Spark puts a --py-files .zip, .egg or .jar on the executors' Python path, a .whl only on the driver's: the
+    jobs would then import rossmann_jobs on executors only where it is installed (docs/deploy.md, option 2)."""
+    wheels = [entry.strip() for entry in py_files.split(",") if entry.strip().lower().endswith(".whl")]
+    if not wheels:
+        return ""
+    return (f" (warning: executors do not import a .whl shipped with --py-files: {', '.join(wheels)}; ship the "
+            "same file named .zip, as `make dist` writes rossmann_jobs.zip)")
 
 
 def bootstrap(environ: Mapping[str, str] = os.environ) -> list[str]:

@@ -1,4 +1,5 @@
-"""What the train job changes in how horovod.spark.run (0.28.1) starts and ends its ranks: seconds, not behaviour.
+"""What the train job changes in how horovod.spark.run (0.28.1) starts and ends its ranks: seconds, not behaviour,
+and the job package's path where the executors receive it with the job (--py-files).
 
 Both changes are checked against Horovod's own code in tests/jobs/test_train_units.py; a Horovod whose internals
 differ is left as it is (the change is skipped, never half-applied).
@@ -6,6 +7,8 @@ differ is left as it is (the change is skipped, never half-applied).
 from __future__ import annotations
 
 import logging
+import os
+import sys
 
 log = logging.getLogger("rossmann.train")
 
@@ -63,9 +66,34 @@ def _task_mapper(driver_addresses, settings, use_gloo, is_elastic):
         from horovod.spark import runner
 
         time_command_lifetime_from_start()
+        share_shipped_python_path()
         yield runner._task_fn(index, driver_addresses, key, settings, use_gloo, is_elastic)
 
     return mapper
+
+
+def shipped_python_path(sys_path: list[str], spark_files_root: str) -> list[str]:
+    """The entries of a Spark task's sys.path that the job shipped (--py-files: under the SparkFiles root, which
+    is the executor's work dir on a cluster), made absolute."""
+    root = os.path.abspath(spark_files_root)
+    return [os.path.abspath(entry) for entry in sys_path
+            if entry and os.path.abspath(entry).startswith(root + os.sep)]
+
+
+def share_shipped_python_path() -> None:
+    """In a Spark task of horovod.spark.run: let the rank it starts import what the job shipped with --py-files.
+
+    Spark's Python worker puts the shipped files on its own sys.path only, and the rank is a new process (Horovod's
+    gloo_exec_fn) with the task's environment, which the task service copies from this process: without this it
+    would find rossmann_jobs only where the executors' Python has it installed, never in a shipped environment
+    (spark.archives)."""
+    from pyspark import SparkFiles, TaskContext
+
+    if TaskContext.get() is None:   # not in a Spark task: nothing was shipped to this process
+        return
+    shipped = shipped_python_path(sys.path, SparkFiles.getRootDirectory())
+    if shipped:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*shipped, *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def rank_python(spark_conf: dict[str, str], environ: dict[str, str], driver_python: str) -> str:

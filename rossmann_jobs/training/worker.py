@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -19,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import rossmann_jobs
 from rossmann_jobs.job_protocol import configure_logging
 from rossmann_jobs.training import checkpoint, schedule
 from rossmann_jobs.training.feature_set import ParquetUnit, rank_units
@@ -73,8 +75,9 @@ def train_fn(config: WorkerConfig) -> dict[str, Any]:
     configure_logging(f"rossmann.train rank {rank}/{size}")
     _pin_devices(tf, hvd)
     placement = _placement(hvd)
-    log.info("rank %d/%d runs in Spark executor dir %s (host %s, pid %d, local rank %d/%d)", rank, size,
-             placement["executor_dir"], placement["host"], placement["pid"], hvd.local_rank(), hvd.local_size())
+    log.info("rank %d/%d runs in Spark executor dir %s (host %s, pid %d, local rank %d/%d, python %s, "
+             "rossmann_jobs from %s)", rank, size, placement["executor_dir"], placement["host"], placement["pid"],
+             hvd.local_rank(), hvd.local_size(), placement["python"], placement["package_dir"])
     params = TrainParams.from_dict(config.params)
     plan = _plan_shards(hvd, tf, config, params)
     with tempfile.TemporaryDirectory(prefix=f"rossmann-shard-rank{rank}-") as shard_dir:
@@ -319,10 +322,13 @@ def _epoch_record(epoch: int, reduced, l2_penalty: float, learning_rate: float, 
 
 def _placement(hvd) -> dict[str, Any]:
     """Where this rank runs. Horovod starts the rank from its Spark task and hands it the task's working directory,
-    which is the executor's own folder (standalone: <worker dir>/<app id>/<executor id>, YARN: the container's)."""
+    which is the executor's own folder (standalone: <worker dir>/<app id>/<executor id>, YARN: the container's).
+    The Python and the package it runs show whether a shipped environment (spark.archives) and package
+    (--py-files) reached the rank."""
     return {"executor_dir": os.environ.get("HOROVOD_SPARK_WORK_DIR", os.getcwd()), "host": socket.gethostname(),
             "pid": os.getpid(), "horovod_host": os.environ.get("HOROVOD_HOSTNAME", ""),
-            "local_rank": hvd.local_rank()}
+            "local_rank": hvd.local_rank(), "python": sys.executable,
+            "package_dir": os.path.dirname(rossmann_jobs.__file__)}
 
 
 def _pin_devices(tf, hvd) -> None:

@@ -2,7 +2,8 @@
 Optionally, as production runs it: Airflow's metadata on a private PostgreSQL server and the jobs on a Spark
 standalone cluster (a master and workers), both on loopback too.
 
-Run with the Airflow environment's Python (it needs only the standard library and boto3):
+Run as `rossmann-stack` (scripts/setup_env.sh installs the command into .venvs/airflow: scripts/stack/pyproject.toml)
+or with the Airflow environment's Python (it needs only the standard library and boto3):
 
     python scripts/stack/stack.py [--state-dir DIR] s3-start | s3-stop | env | airflow-init | ui-start | ui-stop
                                                     | pg-start | pg-stop | spark-start | spark-stop
@@ -69,6 +70,7 @@ from stack_s3 import (  # noqa: F401  (the stack's API: tests and scripts use st
 )
 from stack_spark import (  # noqa: F401  (the stack's API: tests and scripts use stack.<name>)
     DEFAULT_SPARK_PORT,
+    EXECUTOR_ENV_ALIAS,
     spark_cluster_conf,
     spark_cluster_status,
     spark_master_url,

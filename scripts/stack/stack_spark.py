@@ -13,6 +13,28 @@ from stack_processes import running_pid, start_process, stop_processes, wait_htt
 from stack_state import JOBS_BIN, Stack, free_port
 
 DEFAULT_SPARK_PORT = 7077
+# Where a job's executors unpack the packed executor environment (spark.archives "<archive>#env").
+EXECUTOR_ENV_ALIAS = "env"
+# What a node's environment must not carry over from this machine's set-up: the workers stand for nodes with Java,
+# a plain Python 3.11 and a Spark distribution only.
+PYTHON_ENV_VARIABLES = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+
+
+def spark_distribution() -> Path:
+    """The Spark the workers run: the distribution inside the jobs environment's pyspark package (its bin/ and
+    jars/), used as SPARK_HOME as a node's own Spark install would be."""
+    return next(JOBS_BIN.parent.glob("lib/python3*/site-packages/pyspark"))
+
+
+def node_env() -> dict[str, str]:
+    """A worker's environment: this machine's, less the jobs venv (PATH entries under .venvs, Python variables),
+    plus SPARK_HOME. Executors then get a Python only from the job's settings (spark.pyspark.python)."""
+    venvs = JOBS_BIN.parent.parent
+    path = [entry for entry in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
+            if entry and not Path(entry).resolve().is_relative_to(venvs.resolve())]
+    env = {key: value for key, value in os.environ.items() if key not in PYTHON_ENV_VARIABLES}
+    return {**env, "PATH": os.pathsep.join(path), "SPARK_HOME": str(spark_distribution()),
+            "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
 def spark_master_url(stack: Stack) -> str | None:
@@ -28,12 +50,13 @@ def spark_cluster_status(stack: Stack) -> dict:
 
 def start_spark_cluster(stack: Stack, workers: int = 2, cores: int = 1, memory: str = "2g",
                         port: int | None = None, timeout_s: float = 180) -> str:
-    """A Spark standalone master and `workers` workers on 127.0.0.1, from the jobs environment's Spark; returns
-    the master URL once every worker has registered. Each worker offers `cores` cores and `memory`."""
+    """A Spark standalone master and `workers` workers on 127.0.0.1, from the jobs environment's Spark
+    distribution but without its Python (node_env); returns the master URL once every worker has registered. Each
+    worker offers `cores` cores and `memory`."""
     if (url := spark_master_url(stack)) is not None:
         return url
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PATH": f"{JOBS_BIN}:{os.environ.get('PATH', '')}"}
-    spark_class = str(JOBS_BIN / "spark-class")
+    env = node_env()
+    spark_class = str(spark_distribution() / "bin" / "spark-class")
     port, webui = free_port(port or DEFAULT_SPARK_PORT), free_port()
     start_process(stack, "spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host",
                                           "127.0.0.1", "--port", str(port), "--webui-port", str(webui)], env)
@@ -72,8 +95,15 @@ def stop_spark_cluster(stack: Stack) -> list[str]:
     return stopped + stop_processes(stack, ["spark-master"])
 
 
-def spark_cluster_conf(stack: Stack, executor_memory: str = "1g") -> dict[str, str]:
-    """Settings for jobs on this cluster: one executor per worker core, all cores for one application."""
+def spark_cluster_conf(stack: Stack, executor_memory: str = "1g",
+                       executor_env_archive: Path | None = None) -> dict[str, str]:
+    """Settings for jobs on this cluster: one executor per worker core, all cores for one application. With
+    executor_env_archive (scripts/setup_env.sh --executor-env-archive), every executor runs the Python that
+    archive holds, unpacked in its work dir (docs/deploy.md, option 3), and the driver keeps the jobs venv's."""
     status = spark_cluster_status(stack)
+    shipped = {} if executor_env_archive is None else {
+        "spark.archives": f"{executor_env_archive}#{EXECUTOR_ENV_ALIAS}",
+        "spark.pyspark.python": f"./{EXECUTOR_ENV_ALIAS}/bin/python",
+        "spark.pyspark.driver.python": str(JOBS_BIN / "python")}
     return {"spark.cores.max": str(status["cores"]), "spark.executor.cores": "1",
-            "spark.executor.memory": executor_memory}
+            "spark.executor.memory": executor_memory, **shipped}

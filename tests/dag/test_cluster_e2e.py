@@ -1,6 +1,12 @@
 """The DAG unchanged on a real Spark standalone cluster (a master and two 1-core workers on 127.0.0.1) with Airflow's
 metadata on PostgreSQL, and a Horovod rank killed mid-training: one `airflow dags test` run feeds every assertion.
 
+The workers stand for nodes that have Java, a plain Python 3.11 and Spark, but no jobs environment (stack_spark's
+node_env). Every job ships its executors' Python as the packed executor environment (spark.archives, built by
+`scripts/setup_env.sh --executor-env-archive`) and the job package as the built jobs wheel (`make dist`'s
+rossmann_jobs.zip, --py-files through the Variable rossmann_py_files): docs/deploy.md's option 3 as a deployment
+would configure it.
+
 The run lands the same generated drop as test_dag_e2e's local-mode run (`first_run`, Spark local[2]) and must give
 the same results within the tolerances below. While it trains, the test itself SIGKILLs rank 1's process once the
 run's checkpoint pointer names epoch 1 or later (rank_killer.py, as a lost node would; the job has no hook for it):
@@ -15,7 +21,9 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -64,22 +72,74 @@ def spark_cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster_run(tmp_path_factory, spark_cluster, postgres_server):
+def executor_env_archive() -> Path:
+    """The packed executor environment as the set-up builds it (cached by its pins: built once per machine)."""
+    done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "setup_env.sh"), "--executor-env-archive"],
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    print(done.stdout)
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def jobs_wheel(tmp_path_factory) -> Path:
+    """The jobs wheel as `make dist` writes it for --py-files (rossmann_jobs.zip), which the jobs ship."""
+    out = tmp_path_factory.mktemp("cluster-wheels")
+    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "build_wheels.sh"), str(out)], check=True)
+    return out / "rossmann_jobs.zip"
+
+
+class UnpackedEnvJanitor(threading.Thread):
+    """Deletes the executor environments (1.4 GB each, one per executor and application) that finished
+    applications unpacked, while the run goes on: what a node's spark.worker.cleanup does, but keeping the
+    executors' logs and folders that the assertions read."""
+
+    def __init__(self, cluster, poll_s: float = 5.0):
+        super().__init__(daemon=True)
+        self.cluster, self.poll_s, self.removed = cluster, poll_s, []
+        self._stop_event = threading.Event()
+
+    def sweep(self) -> None:
+        finished = {app["id"] for app in embedded.spark_cluster_status(self.cluster)["completedapps"]}
+        for index in (1, 2):
+            for app in finished:
+                for unpacked in (embedded.spark_worker_dir(self.cluster, index) / app).glob(
+                        f"*/{embedded.EXECUTOR_ENV_ALIAS}"):
+                    shutil.rmtree(unpacked)
+                    self.removed.append(str(unpacked))
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.poll_s):
+            self.sweep()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+        self.sweep()
+
+
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory, spark_cluster, postgres_server, executor_env_archive, jobs_wheel):
     cluster, master = spark_cluster
     stack = start_stack(tmp_path_factory.mktemp("cluster-stack"), spark_master=master,
-                        spark_conf=embedded.spark_cluster_conf(cluster),
+                        spark_conf=embedded.spark_cluster_conf(cluster, executor_env_archive=executor_env_archive),
                         sql_alchemy_conn=embedded.postgres_database(postgres_server, "airflow_cluster"))
+    janitor = UnpackedEnvJanitor(cluster)
+    janitor.start()
     try:
         started = time.monotonic()
         killer = RankKiller(stack, f"s3://{stack.bucket}/runs/{FIRST_DATE}", rank=1, after_epoch=KILL_AFTER_EPOCH)
         try:
-            run = run_dag(stack, FIRST_DATE, FIRST_RUN_CONF)
+            run = run_dag(stack, FIRST_DATE, FIRST_RUN_CONF,
+                          extra_env={"AIRFLOW_VAR_ROSSMANN_PY_FILES": str(jobs_wheel)})
         finally:
             killer.stop()
+            janitor.stop()
         print(f"cluster DAG run took {time.monotonic() - started:.0f} s; rank 1 (pids {killer.killed_pids}) killed "
-              f"at {killer.killed_at} with the checkpoint of epoch {killer.pointer_epoch}")
-        yield {**run, "stack": stack, "master": master, "cluster": cluster, "killer": killer,
-               "train_logs": task_tries(run["output"], "train_model")}
+              f"at {killer.killed_at} with the checkpoint of epoch {killer.pointer_epoch}; "
+              f"{len(janitor.removed)} unpacked executor environments removed after their applications")
+        yield {**run, "stack": stack, "master": master, "cluster": cluster, "killer": killer, "janitor": janitor,
+               "wheel": jobs_wheel, "train_logs": task_tries(run["output"], "train_model")}
     finally:
         embedded.stop_process(stack.state, "moto")
 
@@ -138,6 +198,43 @@ def test_the_two_horovod_ranks_ran_in_two_different_executors_on_different_worke
     assert status["aliveworkers"] == 2
     metrics = cluster_run["summary"]["xcom"]["read_train_metrics"]
     assert metrics["horovod_size"] == 2
+
+
+def process_environ(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
+    return dict(entry.partition("=")[::2] for entry in entries if "=" in entry)
+
+
+def test_the_workers_have_no_jobs_environment(cluster_run):
+    """The workers' own environment: Spark's distribution as SPARK_HOME, and no Python of the jobs venv."""
+    cluster, venvs = cluster_run["cluster"], str(REPO_ROOT / ".venvs")
+    for index in (1, 2):
+        environ = process_environ(embedded.running_pid(cluster, f"spark-worker-{index}"))
+        assert not [entry for entry in environ["PATH"].split(os.pathsep) if entry.startswith(venvs)], environ["PATH"]
+        assert not {"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "PYTHONPATH"} & set(environ)
+        assert Path(environ["SPARK_HOME"], "bin", "spark-class").is_file()
+
+
+RANK_PLACEMENT = re.compile(r"rank (\d)/2 runs in Spark executor dir (\S+) \(.*, python (\S+), rossmann_jobs from "
+                            r"(\S+)\)")
+
+
+def test_every_rank_ran_the_shipped_environment_and_package(cluster_run):
+    """Each rank's Python is the archive unpacked in its executor's folder, and its rossmann_jobs the shipped wheel;
+    the drivers imported the wheel too. Only the finished applications' unpacked copies are gone (the janitor)."""
+    wheel = cluster_run["wheel"]
+    for log in cluster_run["train_logs"]:
+        placed = RANK_PLACEMENT.findall(log)
+        assert sorted(rank for rank, *_ in placed) == ["0", "1"], log[-3000:]
+        for _, executor_dir, python, package_dir in placed:
+            assert python == f"{executor_dir}/{embedded.EXECUTOR_ENV_ALIAS}/bin/python"
+            assert package_dir == f"{executor_dir}/{wheel.name}/rossmann_jobs"
+    drivers = re.findall(r"INFO \[rossmann\] Spark \S+ master=.* rossmann_jobs \S+ from (\S+)", cluster_run["output"])
+    assert len(drivers) >= 4 and set(drivers) == {f"{wheel}/rossmann_jobs"}, set(drivers)
+    # Every Spark job's executors unpacked the archive: prepare, both tries of train and predict, 2 executors each.
+    removed = cluster_run["janitor"].removed
+    assert len(removed) >= 8 and len({Path(path).parent.parent.name for path in removed}) >= 4, removed
+    assert not list((cluster_run["cluster"].state_dir / "spark").glob(f"worker-*/*/*/{embedded.EXECUTOR_ENV_ALIAS}"))
 
 
 KEPT_CHECKPOINT = re.compile(r"Horovod training failed: the checkpoint after epoch (\d+) under")

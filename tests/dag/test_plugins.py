@@ -6,6 +6,7 @@ from datetime import date
 
 import pytest
 
+from rossmann.bootstrap import py_files_warning
 from rossmann.outputs import train_summary
 from rossmann.pools import SPARK_POOL_SLOTS_ENV, spark_pool_slots
 from rossmann.publication import replaces_latest
@@ -359,3 +360,11 @@ def test_the_job_scripts_default_to_the_installed_rossmann_jobs():
     root = Path(default_jobs_root())
     assert root == Path(__file__).resolve().parents[2]   # this checkout, which the Airflow env has installed
     assert all((root / "rossmann_jobs" / f"{job}.py").is_file() for job in ("prepare", "train", "predict"))
+
+
+def test_bootstrap_warns_that_executors_do_not_import_a_shipped_wheel():
+    assert py_files_warning("s3a://b/dist/rossmann_jobs.zip") == ""
+    assert py_files_warning("") == ""
+    warning = py_files_warning("s3a://b/dist/deps.zip, /opt/dist/rossmann_jobs-0.1.0-py3-none-any.WHL")
+    assert "/opt/dist/rossmann_jobs-0.1.0-py3-none-any.WHL" in warning and "deps.zip" not in warning
+    assert "rossmann_jobs.zip" in warning

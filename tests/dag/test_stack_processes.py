@@ -2,6 +2,7 @@
 checkpoint killer kills only once the run has a checkpoint."""
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -109,3 +110,38 @@ class StackS3:
 
     def keys(self, bucket: str) -> list[str]:
         return sorted(item["Key"] for item in self.client.list_objects_v2(Bucket=bucket).get("Contents", []))
+
+
+def test_the_stack_and_synth_commands_run_the_embedded_s3_and_land_a_drop(tmp_path):
+    """The set-up's commands, not `python <file>`: rossmann-stack (.venvs/airflow) starts the S3 server, prints
+    the environment and stops it; rossmann-synth (.venvs/jobs, the jobs wheel's entry point) lands a drop there
+    with the AWS settings that `env --with-aws` printed."""
+    import os
+    import shlex
+
+    from stack_helpers import AIRFLOW_PYTHON, JOBS_PYTHON
+
+    stack_cmd = [str(AIRFLOW_PYTHON.parent / "rossmann-stack"), "--state-dir", str(tmp_path)]
+
+    def run(command: list[str], env: dict[str, str] | None = None) -> str:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, f"{command}: {done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    state = embedded.Stack(tmp_path)
+    try:
+        assert "S3 (moto) at http://127.0.0.1:" in run([*stack_cmd, "s3-start", "--port",
+                                                           str(embedded.free_port())])
+        exports = dict(shlex.split(line.removeprefix("export "))[0].split("=", 1)
+                       for line in run([*stack_cmd, "env", "--with-aws"]).splitlines())
+        assert exports["AIRFLOW_HOME"].startswith(str(tmp_path))
+        assert exports["AWS_ENDPOINT_URL"] == embedded.s3_endpoint(state)
+        run([str(JOBS_PYTHON.parent / "rossmann-synth"), "land", "--out", f"s3://{exports['ROSSMANN_BUCKET']}/raw",
+             "--from-date", "2015-07-31", "--to-date", "2015-07-31", "--stores", "3"], env={**os.environ, **exports})
+        landed = StackS3(state, exports["AWS_ENDPOINT_URL"]).keys(exports["ROSSMANN_BUCKET"])
+        assert "raw/2015-07-31/_SUCCESS" in landed and "raw/2015-07-31/train.csv" in landed
+        assert re.search(r"^moto\s+running, pid \d+", run([*stack_cmd, "status"]), re.MULTILINE)
+        assert run([*stack_cmd, "s3-stop"]).strip() == "moto stopped"
+        assert re.search(r"^moto\s+stopped", run([*stack_cmd, "status"]), re.MULTILINE)
+    finally:
+        embedded.stop_process(state, "moto")

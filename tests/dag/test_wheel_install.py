@@ -169,7 +169,7 @@ def test_installed_wheel_runs_the_dag_for_a_landed_drop(installed, wheel_stack):
     logical_date, without_spark_date = "2015-07-31", "2015-07-30"
     wheel_stack.land(without_spark_date, logical_date)
     bundle = last_json(run([venv / "bin" / "rossmann-forecast", "bundle-config"], user_env, work))
-    jobs_wheel = next(wheels.glob("rossmann_jobs-*.whl"))
+    jobs_wheel = wheels / "rossmann_jobs.zip"   # the jobs wheel, named so that executors import it too
     # The Spark that spark-submit runs, as an Airflow worker names its Spark install (the jobs env's pyspark).
     spark_home = subprocess.run([JOBS_PYTHON, "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
                                 check=True, capture_output=True, text=True).stdout.strip()

@@ -325,8 +325,10 @@ def test_spark_image_installs_the_tested_jobs_environment(services):
     # Identical stage text: the Airflow image's driver runs exactly the executors' environment (and builds once).
     assert jobs_stage == dockerfile_stages(airflow_dockerfile)["jobs-env"]
     assert ("RUN", "bash /build/jobs-env.sh /build /opt/jobs-venv") in jobs_stage
-    copied = {rest.split()[0]: rest.split()[1] for keyword, rest in jobs_stage if keyword == "COPY"}
-    assert copied == {"requirements-jobs.txt": "/build/requirements-jobs.txt",
+    copied = {source: rest.split()[-1] for keyword, rest in jobs_stage if keyword == "COPY"
+              for source in rest.split()[:-1]}
+    # requirements-jobs.txt includes requirements-executors.txt (-r, relative to its own folder).
+    assert copied == {"requirements-jobs.txt": "/build/", "requirements-executors.txt": "/build/",
                       "constraints/jobs.txt": "/build/constraints/jobs.txt",
                       "docker/jobs-env.sh": "/build/jobs-env.sh",
                       "docker/wheels/": "/build/wheels/"}
@@ -342,9 +344,10 @@ def test_spark_image_installs_the_tested_jobs_environment(services):
     horovod = shell_assignment(JOBS_ENV_SCRIPT, "HOROVOD_VERSION")
     assert horovod == shell_assignment(setup_env, "HOROVOD_VERSION") == metadata.version("horovod")
     assert shell_assignment(JOBS_ENV_SCRIPT, "HOROVOD_EXTRAS") == shell_assignment(setup_env, "HOROVOD_EXTRAS")
-    pins = requirement_pins(REPO / "requirements-jobs.txt")
+    pins = {**requirement_pins(REPO / "requirements-jobs.txt"), **requirement_pins(REPO / "requirements-executors.txt")}
+    assert "-r requirements-executors.txt" in (REPO / "requirements-jobs.txt").read_text().splitlines()
     for package in ("pyspark", "tensorflow-cpu", "numpy", "pyarrow"):
-        assert pins[package] == metadata.version(package), f"{package}: requirements-jobs.txt vs this env"
+        assert pins[package] == metadata.version(package), f"{package}: the requirements files vs this env"
         for path in (spark_dockerfile, airflow_dockerfile, JOBS_ENV_SCRIPT):
             assert not re.search(rf"(?<![\w-]){package}==", path.read_text()), f"{path} pins {package} on its own"
     for name in ("S3A_JARS", "SAGEMAKER_PYSPARK"):

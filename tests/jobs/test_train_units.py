@@ -584,3 +584,18 @@ def test_the_ranks_run_the_executors_python_in_sparks_order():
     assert rank_python(shipped, {"PYSPARK_PYTHON": "/other/python"}, driver) == "./env/bin/python"
     assert rank_python({}, {"PYSPARK_PYTHON": "/opt/jobs-venv/bin/python"}, driver) == "/opt/jobs-venv/bin/python"
     assert rank_python({}, {}, driver) == driver
+
+
+def test_the_ranks_import_what_the_job_shipped_to_their_executor(tmp_path, monkeypatch):
+    """Spark's Python worker puts --py-files on its own sys.path only; the ranks it starts get them on their
+    PYTHONPATH, absolute, and nothing else from the worker's path."""
+    from rossmann_jobs.training.horovod_launch import shipped_python_path
+
+    executor_dir = tmp_path / "app-1" / "0"
+    executor_dir.mkdir(parents=True)
+    monkeypatch.chdir(executor_dir)
+    sys_path = ["", "./rossmann_jobs-1.0-py3-none-any.whl", "/spark/python/lib/pyspark.zip",
+                f"{executor_dir}/deps.zip", "/env/lib/python3.11/site-packages", f"{executor_dir}-other/x.zip"]
+    assert shipped_python_path(sys_path, ".") == [f"{executor_dir}/rossmann_jobs-1.0-py3-none-any.whl",
+                                                  f"{executor_dir}/deps.zip"]
+    assert shipped_python_path(["/spark/python/lib/pyspark.zip"], ".") == []
