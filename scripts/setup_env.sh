@@ -135,9 +135,9 @@ cached in $CACHE/wheels)" build_horovod_wheel
 }
 
 # The executors' Python environment as one archive for spark.archives (docs/deploy.md, option 3): a fresh,
-# non-editable venv of requirements-executors.txt and the horovod wheel, packed by venv-pack; cached in $CACHE by
-# its inputs, so a set-up builds it once. Not the package itself: jobs ship the rossmann_jobs wheel with
-# --py-files, so the archive changes only with the pins. The archive links the interpreter of $PYTHON: the nodes
+# non-editable venv of requirements-executors.txt and the horovod wheel, packed by venv-pack (the tool Spark's
+# docs name); cached in $CACHE by its inputs, so a set-up builds it once. Not the package itself: jobs ship it as
+# `make dist`'s rossmann_jobs.zip with --py-files, so the archive changes only with the pins. The archive links the interpreter of $PYTHON: the nodes
 # need Python 3.11 at that path (venv-pack's --python-prefix names another).
 executor_env_archive() {  # prints the archive's path
   local archive="$CACHE/executor-env/rossmann-executor-env-$(executor_env_stamp).tar.gz"
