@@ -1,13 +1,16 @@
 """Fixtures of the Airflow-side tests (helpers in stack_helpers.py, which also isolates AIRFLOW_HOME)."""
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from stack_helpers import FIRST_DATE, FIRST_RUN_CONF, embedded, run_dag, start_stack
+from stack_helpers import FIRST_DATE, FIRST_RUN_CONF, REPO_ROOT, embedded, run_dag, start_stack
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +19,16 @@ def dag_test_stack(tmp_path_factory):
     handle = start_stack(tmp_path_factory.mktemp("dag-test-stack"))
     yield handle
     embedded.stop_process(handle.state, "moto")
+
+
+@pytest.fixture(scope="session")
+def built_wheels(tmp_path_factory) -> Path:
+    """`make dist`'s artifacts built once from the checkout (scripts/build_wheels.sh): both wheels and the jobs
+    wheel as rossmann_jobs.zip, for the installed-wheel and the cluster tests."""
+    out = tmp_path_factory.mktemp("wheels")
+    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "build_wheels.sh"), str(out)], check=True,
+                   env={**os.environ, "PIP": str(Path(sys.executable).parent / "pip")})
+    return out
 
 
 @pytest.fixture(scope="session")

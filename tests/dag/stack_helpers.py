@@ -30,6 +30,8 @@ FIRST_RUN_CONF = {**SMALL_RUN_CONF, "epochs": 12}
 FIRST_DATE = "2015-07-31"   # last day of train.csv
 TASKS = ["plan_run", "wait_for_raw_drop", "prepare_features", "find_champion", "train_model", "read_train_metrics",
          "quality_gate", "predict", "publish_forecast", "find_forecasts_to_score", "score_forecasts", "publish_scores"]
+# The first log line of every job (rossmann_jobs/spark_session.py): where its driver imported rossmann_jobs from.
+JOB_CODE_SOURCE = re.compile(r"INFO \[rossmann\] Spark \S+ master=.* rossmann_jobs \S+ from (\S+)")
 # Skipped (short-circuit) when no earlier forecast can be scored with the day's drop, e.g. the first run of a stack.
 SCORING_TASKS = ["score_forecasts", "publish_scores"]
 

@@ -34,6 +34,7 @@ from rank_killer import RankKiller
 from stack_helpers import (
     FIRST_DATE,
     FIRST_RUN_CONF,
+    JOB_CODE_SOURCE,
     JOBS_PYTHON,
     REPO_ROOT,
     SCORING_TASKS,
@@ -82,11 +83,9 @@ def executor_env_archive() -> Path:
 
 
 @pytest.fixture(scope="module")
-def jobs_wheel(tmp_path_factory) -> Path:
+def jobs_wheel(built_wheels) -> Path:
     """The jobs wheel as `make dist` writes it for --py-files (rossmann_jobs.zip), which the jobs ship."""
-    out = tmp_path_factory.mktemp("cluster-wheels")
-    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "build_wheels.sh"), str(out)], check=True)
-    return out / "rossmann_jobs.zip"
+    return built_wheels / "rossmann_jobs.zip"
 
 
 class UnpackedEnvJanitor(threading.Thread):
@@ -229,7 +228,7 @@ def test_every_rank_ran_the_shipped_environment_and_package(cluster_run):
         for _, executor_dir, python, package_dir in placed:
             assert python == f"{executor_dir}/{embedded.EXECUTOR_ENV_ALIAS}/bin/python"
             assert package_dir == f"{executor_dir}/{wheel.name}/rossmann_jobs"
-    drivers = re.findall(r"INFO \[rossmann\] Spark \S+ master=.* rossmann_jobs \S+ from (\S+)", cluster_run["output"])
+    drivers = JOB_CODE_SOURCE.findall(cluster_run["output"])
     assert len(drivers) >= 4 and set(drivers) == {f"{wheel}/rossmann_jobs"}, set(drivers)
     # Every Spark job's executors unpacked the archive: prepare, both tries of train and predict, 2 executors each.
     removed = cluster_run["janitor"].removed

@@ -12,8 +12,6 @@ calls), the DAG run ~2.5 min (10 stores, 2 epochs: it shows that the installed c
 from __future__ import annotations
 
 import json
-import os
-import re
 import secrets
 import subprocess
 import sys
@@ -24,6 +22,7 @@ import pytest
 
 from stack_helpers import (
     DAG_ID,
+    JOB_CODE_SOURCE,
     JOBS_PYTHON,
     REPO_ROOT,
     SCORING_TASKS,
@@ -50,13 +49,11 @@ def last_json(output: str):
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def installed(tmp_path_factory, built_wheels):
     """(venv, environment, work dir): the wheels installed into a venv whose sys.path holds no checkout folder."""
     root = tmp_path_factory.mktemp("wheel-install")
-    wheels, venv, work = root / "wheels", root / "venv", root / "work"
+    wheels, venv, work = built_wheels, root / "venv", root / "work"
     work.mkdir()
-    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "build_wheels.sh"), str(wheels)], check=True,
-                   env={**os.environ, "PIP": str(Path(sys.executable).parent / "pip")})
     subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site_probe = "import sysconfig; print(sysconfig.get_path('purelib'))"
     site = Path(subprocess.run([venv / "bin" / "python", "-c", site_probe], check=True, capture_output=True,
@@ -209,7 +206,7 @@ def test_installed_wheel_runs_the_dag_for_a_landed_drop(installed, wheel_stack):
         assert all(f"{site}" in line and f"rossmann_jobs/{job}.py" in line and str(jobs_wheel) in line
                    for line in submits), submits
     # ... and each job's driver imported rossmann_jobs from the shipped wheel (spark_session logs where from).
-    sources = re.findall(r"INFO \[rossmann\] Spark \S+ master=.* rossmann_jobs \S+ from (\S+)", output)
+    sources = JOB_CODE_SOURCE.findall(output)
     assert len(sources) >= 3 and set(sources) == {f"{jobs_wheel}/rossmann_jobs"}, sources
     assert f"{REPO_ROOT}/rossmann_jobs" not in output and f"{REPO_ROOT}/dags" not in output
     forecast = summary["xcom"]["publish_forecast"]
