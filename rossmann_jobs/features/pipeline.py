@@ -130,20 +130,27 @@ def lookup_tables(lookups: Lookups, as_of: date, plan: DataFrame,
     """The state trend, Germany trend and weather join tables: the seed's, or (strict) those known at as_of.
 
     Strict: the rows flagged AFTER_AS_OF are left out, and the days from shortly before as_of to the plan's last
-    day get the carried-forward trend and the climatology weather (point_in_time). Same schemas in both modes.
+    day get the carried-forward trend (moved by its season) and the climatology weather (point_in_time). Same
+    schemas in both modes.
     """
     if mode == point_in_time.SEED:
         return (joins.state_trend(lookups.trend), joins.germany_trend(lookups.trend),
                 joins.weather_by_state(lookups.weather))
-    trend = lookups.trend.filter(~F.col(point_in_time.AFTER_AS_OF))
     days = point_in_time.covered_days(plan, as_of)
-    week_start = joins.trend_week_start()
     weather = lookups.weather.filter(~F.col(point_in_time.AFTER_AS_OF))
-    return (point_in_time.trend_known_at(joins.state_trend(trend, week_start), ["State"], "trend", joins.HAS_TREND,
-                                         days, as_of),
-            point_in_time.trend_known_at(joins.germany_trend(trend, week_start), [], "trend_de", joins.HAS_TREND_DE,
-                                         days, as_of),
+    return (*trend_tables_known_at(lookups.trend, days, as_of),
             point_in_time.weather_known_at(joins.weather_by_state(weather), days, as_of, joins.HAS_WEATHER))
+
+
+def trend_tables_known_at(classified_trend: DataFrame, days: DataFrame, as_of: date) -> tuple[DataFrame, DataFrame]:
+    """Strict mode's state and Germany trend join tables: the usable weeks (ended by as_of), and for the days whose
+    week ends later the last usable week moved by the season, learnt from every usable week of both."""
+    trend = classified_trend.filter(~F.col(point_in_time.AFTER_AS_OF))
+    week_start = joins.trend_week_start()
+    state, germany = joins.state_trend(trend, week_start), joins.germany_trend(trend, week_start)
+    season = point_in_time.trend_profile((state, "trend"), (germany, "trend_de"))
+    return (point_in_time.trend_known_at(state, ["State"], "trend", joins.HAS_TREND, days, as_of, season),
+            point_in_time.trend_known_at(germany, [], "trend_de", joins.HAS_TREND_DE, days, as_of, season))
 
 
 def classify_sales(features: DataFrame, windows: Windows, sample_rate: float | None, seed: int) -> DataFrame:

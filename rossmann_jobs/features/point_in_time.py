@@ -8,8 +8,12 @@ Two modes (--point-in-time):
   - trend (state and Germany alike): a googletrend.csv week is usable only if its Saturday end is <= D. A row gets
     its week (the one that starts on the Sunday ending d's ISO week, keyed by ISO year and week: the seed's
     calendar-year key gives two weeks one key in a year whose 1 January is a Sunday) if that week is usable, else,
-    when it ends after D, the value of the last usable week of its state (resp. of Germany): last-complete-week
-    persistence. A row dated <= D whose week ended by D and is missing is still a lookup miss.
+    when it ends after D, the value of the last usable week of its state (resp. of Germany) moved by the season:
+    times exp(the mean log change from the last week to the row's week in the earlier years, over every trend
+    series pooled, each year-earlier week read with its neighbours; seasonal_drift). Without an earlier year that
+    holds both weeks, the last usable value itself (persistence). Search interest is seasonal (Christmas, the
+    summer): persistence misses that drift over a 48-day horizon (bench/RESULTS.md, issue 36). A row dated <= D
+    whose week ended by D and is missing is still a lookup miss.
   - weather: every row, dated before or after D, gets per state and numeric column the climatology: the mean of the
     state's values on the days within +-7 days of d's date in every other year (d + 12k months, k != 0) that are
     dated <= D, rounded to the column's whole units; Events is null (no event is known after D). A column without
@@ -27,10 +31,12 @@ All functions here are pure DataFrame -> DataFrame steps; the tables they return
 from __future__ import annotations
 
 from datetime import date, timedelta
+from functools import reduce
 from typing import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, IntegralType
 
 from rossmann_jobs.features.date_features import trend_key_year
 from rossmann_jobs.features.raw_schemas import WEATHER_FEATURE_COLS
@@ -49,6 +55,13 @@ WEATHER_DECIMALS = 0              # weather.csv's feature columns hold whole num
 # ones whose week may be incomplete at D.
 TREND_WEEK_REACH_DAYS = 12
 _TARGET = "_target_date"
+# The season of the trend: the same week in earlier years (52 weeks back keeps the Sunday), each read as the mean
+# over the weeks within +-7 days (one week's noise is not season), all series pooled (the season is the country's).
+SEASON_LAG_DAYS = 364
+SEASON_YEARS = 5                  # earlier years looked at; a googletrend.csv holds about three
+SEASON_SMOOTH_DAYS = 7
+LOG_TREND = "_log_trend"          # column of trend_profile
+DRIFT_FROM, DRIFT_TO, DRIFT = "_drift_from", "_drift_to", "_drift"   # columns of seasonal_drift (week starts, log)
 
 SALES_RULE = ("train/validation: train.csv rows dated <= as_of; test: test.csv rows dated > as_of (the plan, known "
               "at as_of); vocabularies, max_sales and Before/After day counts use only those rows (train.csv rows "
@@ -66,7 +79,11 @@ RULES = {
         "trend": "a googletrend.csv week is usable if its Saturday end <= as_of; a row dated d gets the week that "
                  "starts on the Sunday ending d's ISO week (keyed by ISO year and week) if usable, else, when that "
                  "week ends after as_of, the last usable week's value of its state (resp. Rossmann_DE); a missing "
-                 "week that ended by as_of is a lookup miss",
+                 "week that ended by as_of is a lookup miss; the carried value is moved by the season: times "
+                 "exp(the mean log "
+                 f"change between the same two weeks {SEASON_LAG_DAYS // 7} weeks earlier in each earlier year, "
+                 f"every series pooled, each week read with the weeks within +-{SEASON_SMOOTH_DAYS} days), "
+                 "persistence where no earlier year holds both",
         "weather": "every row (history and horizon alike) gets per state and numeric column the mean of the "
                    f"state's values within +-{CLIMATE_WINDOW_DAYS} days of its date in every other year (dated "
                    f"<= as_of), rounded to {WEATHER_DECIMALS} decimals, else the state's last observed value <= "
@@ -128,23 +145,65 @@ def covered_days(plan: DataFrame, as_of: date) -> DataFrame:
 
 
 def trend_known_at(weeks: DataFrame, keys: Sequence[str], value: str, marker: str, days: DataFrame,
-                   as_of: date) -> DataFrame:
+                   as_of: date, profile: DataFrame) -> DataFrame:
     """A trend join table (keys, Year, Week, value, marker) as known at as_of.
 
     weeks: the usable weeks (Saturday end <= as_of) with keys, Year (ISO week-numbering, as strict mode keys the
-    trend), Week, value and WEEK_START. Added: for each
-    key group and each (Year, Week) of a day in days whose seed week ends after as_of that no usable week has,
-    the group's last usable week's value. keys may be empty (Germany).
+    trend), Week, value and WEEK_START. Added: for each key group and each (Year, Week) of a day in days whose seed
+    week ends after as_of that no usable week has, the group's last usable week's value moved by the season from
+    that week to this one (seasonal_drift over profile, trend_profile of the usable weeks of every series), rounded
+    to the value's whole units if they are whole. keys may be empty (Germany).
     """
     columns = [*keys, "Year", "Week", value, marker]
-    last = (weeks.groupBy(*keys).agg(F.max_by(value, WEEK_START).alias(value))
+    last = (weeks.groupBy(*keys).agg(F.max_by(value, WEEK_START).alias(value), F.max(WEEK_START).alias(DRIFT_FROM))
             .filter(F.col(value).isNotNull()))   # no usable week at all: nothing to carry forward
     pending = (days.filter(seed_week_end(F.col("Date")) > F.lit(as_of))
-               .select(trend_key_year(F.col("Date"), iso_keys=True).alias("Year"), F.weekofyear("Date").alias("Week"))
+               .select(trend_key_year(F.col("Date"), iso_keys=True).alias("Year"), F.weekofyear("Date").alias("Week"),
+                       F.date_sub(seed_week_end(F.col("Date")), 6).alias(DRIFT_TO))
                .distinct())
-    carried = (last.crossJoin(pending).join(weeks.select(*keys, "Year", "Week"), [*keys, "Year", "Week"], "left_anti")
+    carried = (last.crossJoin(pending).join(weeks.select(*keys, "Year", "Week"), [*keys, "Year", "Week"], "left_anti"))
+    drift = seasonal_drift(profile, carried.select(DRIFT_FROM, DRIFT_TO).distinct())
+    carried = (carried.join(F.broadcast(drift), [DRIFT_FROM, DRIFT_TO], "left")
+               .withColumn(value, moved_by_season(F.col(value), F.col(DRIFT), weeks.schema[value].dataType))
                .withColumn(marker, F.lit(True)))
     return weeks.select(*columns).unionByName(carried.select(*columns))
+
+
+def trend_profile(*series: tuple[DataFrame, str]) -> DataFrame:
+    """(WEEK_START, LOG_TREND) of every week of every series, each given as (weeks with WEEK_START, value column):
+    the log of the value (floored at 1: a googletrend.csv index is 0..100), the input of seasonal_drift."""
+    parts = [weeks.filter(F.col(value).isNotNull())
+             .select(WEEK_START, F.log(F.greatest(F.col(value).cast("double"), F.lit(1.0))).alias(LOG_TREND))
+             for weeks, value in series]
+    return reduce(DataFrame.unionByName, parts)
+
+
+def seasonal_drift(profile: DataFrame, pairs: DataFrame) -> DataFrame:
+    """pairs (DRIFT_FROM, DRIFT_TO: week starts, distinct) with DRIFT, the log change the season brings from the one
+    week to the other: the mean over the earlier years k (1..SEASON_YEARS) that hold both of S(to - 364 k) -
+    S(from - 364 k), S(w) the mean LOG_TREND of the profile's weeks within +-SEASON_SMOOTH_DAYS of w. 0.0
+    (persistence) where no earlier year holds both. Reads only profile weeks a year or more before DRIFT_TO."""
+    year = F.explode(F.sequence(F.lit(1), F.lit(SEASON_YEARS))).alias("_k")
+    anchors = (pairs.select(DRIFT_FROM, DRIFT_TO, year)
+               .select(DRIFT_FROM, DRIFT_TO,
+                       F.date_sub(DRIFT_FROM, F.col("_k") * SEASON_LAG_DAYS).alias("_from_then"),
+                       F.date_sub(DRIFT_TO, F.col("_k") * SEASON_LAG_DAYS).alias("_to_then")))
+    days = (anchors.select(F.col("_from_then").alias("_then"))
+            .unionByName(anchors.select(F.col("_to_then").alias("_then"))).distinct())
+    season = (days.join(F.broadcast(profile), F.abs(F.datediff(WEEK_START, "_then")) <= SEASON_SMOOTH_DAYS)
+              .groupBy("_then").agg(F.avg(LOG_TREND).alias("_season")))
+    then_from = season.select(F.col("_then").alias("_from_then"), F.col("_season").alias("_season_from"))
+    then_to = season.select(F.col("_then").alias("_to_then"), F.col("_season").alias("_season_to"))
+    drift = (anchors.join(then_from, "_from_then").join(then_to, "_to_then")
+             .groupBy(DRIFT_FROM, DRIFT_TO).agg(F.avg(F.col("_season_to") - F.col("_season_from")).alias(DRIFT)))
+    return (pairs.select(DRIFT_FROM, DRIFT_TO).join(drift, [DRIFT_FROM, DRIFT_TO], "left")
+            .withColumn(DRIFT, F.coalesce(F.col(DRIFT), F.lit(0.0))))
+
+
+def moved_by_season(value: Column, drift: Column, data_type: DataType) -> Column:
+    """value x exp(drift) as data_type, rounded first if that type is integral (googletrend.csv's whole units)."""
+    moved = value.cast("double") * F.exp(drift)
+    return (F.round(moved) if isinstance(data_type, IntegralType) else moved).cast(data_type)
 
 
 def weather_known_at(observed: DataFrame, days: DataFrame, as_of: date, marker: str) -> DataFrame:

@@ -7,8 +7,8 @@ forecast of the same lead week, give that row's quantile forecasts: P_q = foreca
 week with too few validation rows is calibrated on it and its neighbours (pooled_weeks). Nothing here reads a row
 dated after D: the residuals come from validation rows only, and those are all dated <= D.
 One feature is not seen from the origin: a validation row carries the Google trend of its own week (known by D),
-while a horizon row carries the last week known at D (strict point-in-time persistence). So the validation errors
-miss the trend's drift over the lead, which grows with it (bench/RESULTS.md: the 80 % interval covered 74.5 %).
+while a horizon row carries the last week known at D moved by the season (strict point in time). So the validation
+errors miss the trend's drift over the lead, which grows with it (bench/RESULTS.md: the 80 % interval covered 74.5 %).
 trend_at_origin gives each validation row the trend its origin knew, and the model's forecast from it differs from
 the plain one by delta, the row's exposure to that drift. The drift's size carries over to the horizon, its sign
 (the one realized path of one window) does not: each residual r enters the quantiles as r - delta and r + delta.
@@ -27,7 +27,16 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features.point_in_time import seed_week_end
+from rossmann_jobs.features.point_in_time import (
+    DRIFT,
+    DRIFT_FROM,
+    DRIFT_TO,
+    WEEK_START,
+    moved_by_season,
+    seasonal_drift,
+    seed_week_end,
+    trend_profile,
+)
 
 QUANTILE_LEVELS = (0.1, 0.5, 0.9)   # P10, P50, P90: the default; run_predict(quantile_levels=...) takes others
 DAYS_PER_WEEK = 7
@@ -92,15 +101,26 @@ def last_saturday(day: Column) -> Column:
 
 def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataFrame:
     """rows (State, Date, lead_col and TREND_COLS) with TREND_COLS as strict point-in-time gives a row forecast from
-    its origin (Date - lead days): per State, the last trend week that ended on or before the origin (persistence).
+    its origin (Date - lead days): per State, the last trend week that ended on or before the origin, moved by the
+    season to the row's own week (point_in_time.seasonal_drift, as prepare carries a week forward from D).
     history: State, Date and TREND_COLS of prepared rows dated <= D; a row of week W carries week W's values from
-    seed_week_end onward, so the week ending on Saturday S is read from the rows whose seed_week_end is S. A row
-    whose origin's week no history row carries keeps its own values."""
-    weeks = (history.groupBy("State", seed_week_end(F.col("Date")).alias("_week_end"))
-             .agg(*[F.max(name).alias(f"_origin_{name}") for name in TREND_COLS]))
-    origin_week = last_saturday(F.date_sub(F.col("Date"), F.col(lead_col).cast("int")))
-    joined = rows.withColumn("_week_end", origin_week).join(F.broadcast(weeks), ["State", "_week_end"], "left")
-    return (joined.withColumns({name: F.coalesce(F.col(f"_origin_{name}"), F.col(name)).cast(rows.schema[name].dataType)
+    seed_week_end onward, so the week ending on Saturday S is read from the rows whose seed_week_end is S. The
+    season is learnt from the history's weeks a year or more before each row (the states' and Germany's pooled,
+    as prepare pools the files), all ended long before the origin. A row whose origin's week no history row
+    carries keeps its own values."""
+    weeks = (history.groupBy("State", F.date_sub(seed_week_end(F.col("Date")), 6).alias(WEEK_START))
+             .agg(*[F.max(name).alias(name) for name in TREND_COLS]))
+    season = trend_profile((weeks, "trend"), (weeks.select(WEEK_START, "trend_de").distinct(), "trend_de"))
+    origin = weeks.select("State", F.col(WEEK_START).alias(DRIFT_FROM),
+                          *[F.col(name).alias(f"_origin_{name}") for name in TREND_COLS])
+    dated = rows.withColumns({DRIFT_FROM: F.date_sub(last_saturday(F.date_sub(F.col("Date"),
+                                                                               F.col(lead_col).cast("int"))), 6),
+                              DRIFT_TO: F.date_sub(seed_week_end(F.col("Date")), 6)})
+    drift = seasonal_drift(season, dated.select(DRIFT_FROM, DRIFT_TO).distinct())
+    joined = (dated.join(F.broadcast(origin), ["State", DRIFT_FROM], "left")
+              .join(F.broadcast(drift), [DRIFT_FROM, DRIFT_TO], "left"))
+    return (joined.withColumns({name: F.coalesce(moved_by_season(F.col(f"_origin_{name}"), F.col(DRIFT),
+                                                                 rows.schema[name].dataType), F.col(name))
                                 for name in TREND_COLS})
             .select(*rows.columns))
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from datetime import date, timedelta
 
@@ -13,7 +14,7 @@ from pyspark.sql import functions as F
 from rossmann_jobs import storage
 from rossmann_jobs.features import joins, point_in_time
 from rossmann_jobs.features.date_features import expand_date
-from rossmann_jobs.features.pipeline import Lookups, lookup_tables
+from rossmann_jobs.features.pipeline import Lookups, lookup_tables, trend_tables_known_at
 from rossmann_jobs.features.raw_schemas import DATE, DOUBLE, GOOGLE_TREND, RAW_FILES, WEATHER
 from rossmann_jobs.features.spec import ORIGIN_COLS
 from rossmann_jobs.features.validate import PROBLEM
@@ -52,14 +53,8 @@ def trend_of_days(spark, table, keys, value, state_days):
 
 def strict_trend_tables(spark, rows, plan_end=D("2015-07-22")):
     """The state and Germany trend tables known at TREND_AS_OF, as pipeline.lookup_tables builds them."""
-    usable = trend_rows(spark, rows).filter(~F.col(point_in_time.AFTER_AS_OF))
     days = point_in_time.covered_days(plan_frame(spark, plan_end), TREND_AS_OF)
-    week_start = joins.trend_week_start()
-    state = point_in_time.trend_known_at(joins.state_trend(usable, week_start), ["State"], "trend", joins.HAS_TREND,
-                                         days, TREND_AS_OF)
-    germany = point_in_time.trend_known_at(joins.germany_trend(usable, week_start), [], "trend_de",
-                                           joins.HAS_TREND_DE, days, TREND_AS_OF)
-    return state, germany
+    return trend_tables_known_at(trend_rows(spark, rows), days, TREND_AS_OF)
 
 
 def test_weeks_ending_after_as_of_are_flagged_and_the_rest_are_not(spark):
@@ -121,6 +116,44 @@ def test_seed_mode_flags_nothing_and_keeps_the_seed_tables(spark):
     state, _germany, _weather = lookup_tables(lookups, TREND_AS_OF, plan_frame(spark, D("2015-08-01")),
                                               point_in_time.SEED)
     assert [(r.Year, r.Week, r.trend) for r in state.collect()] == [(2015, 29, 13)]
+
+
+def seasonal_rows(ramp_per_week: float, level_2015: float = 1.0, after_as_of: int = 0):
+    """Weekly rows of BY and Germany from 2013-06-30 to 2015-07-25 whose log rises by ramp_per_week through each
+    summer (June to September, linear in the day of the year, from 60 on 1 June), times level_2015 in 2015;
+    after_as_of is added to the weeks that end after TREND_AS_OF."""
+    rows = []
+    for file in ("Rossmann_DE_BY", "Rossmann_DE"):
+        sunday = D("2013-06-30")
+        while sunday <= D("2015-07-19"):
+            weeks_into_summer = (sunday - D(f"{sunday.year}-06-01")).days / 7
+            value = 60 * (level_2015 if sunday.year == 2015 else 1.0) * math.exp(ramp_per_week * weeks_into_summer)
+            late = sunday + timedelta(days=6) > TREND_AS_OF
+            rows.append((file, sunday, round(value) + (after_as_of if late else 0)))
+            sunday += timedelta(days=7)
+    return rows
+
+
+def test_a_week_after_as_of_gets_the_last_complete_week_moved_by_the_season(spark):
+    """Each earlier summer the trend rose 3 % a week: a day whose seed week starts w weeks after the last complete
+    week (07-05 .. 07-11) gets its value x exp(w x 0.03). Weeks after as-of change nothing; the earlier years'
+    weeks do (the season comes from them)."""
+    # Seed weeks (from the Sunday ending the day's ISO week): 07-12, 07-26 and 08-02, 1, 3 and 4 weeks on.
+    days = [("BY", D("2015-07-08")), ("BY", D("2015-07-21")), ("BY", D("2015-07-29"))]
+
+    def carried(rows):
+        state, germany = strict_trend_tables(spark, rows, plan_end=D("2015-08-03"))
+        return (trend_of_days(spark, state, ["State"], "trend", days),
+                trend_of_days(spark, germany, [], "trend_de", days))
+
+    rising = carried(seasonal_rows(0.03, level_2015=1.3))
+    last = round(60 * 1.3 * math.exp(0.03 * (D("2015-07-05") - D("2015-06-01")).days / 7))   # week ending 07-11
+    for table in rising:
+        for (_state, day), weeks_ahead in zip(days, (1, 3, 4)):
+            assert table[("BY", day)] == pytest.approx(last * math.exp(0.03 * weeks_ahead), abs=1.0)
+    assert rising[0][days[2]] > last + 5
+    assert carried(seasonal_rows(0.03, level_2015=1.3, after_as_of=40)) == rising
+    assert carried(seasonal_rows(-0.03, level_2015=1.3))[0][days[2]] < last - 5
 
 
 # --- weather: climatology, rounding, persistence ----------------------------------------------------------------

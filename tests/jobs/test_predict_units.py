@@ -333,6 +333,30 @@ def test_validation_rows_get_the_trend_their_origin_knew(spark):
     assert list(out.columns) == rows.columns
 
 
+def test_a_validation_rows_trend_from_its_origin_is_moved_by_the_season(spark):
+    """Each earlier summer the trend rose 2 % a week: a row dated 2015-07-20 with lead 40 (origin 2015-06-10, last
+    week ended 06-06) carries its own week's value (that of the week starting 07-26) from the origin's week times
+    exp(7 x 0.02), as prepare moves D's last week to a horizon day. Without the earlier years, persistence."""
+    from rossmann_jobs.forecast.quantiles import trend_at_origin
+
+    def weekly(day: date, level: float) -> float:
+        sunday = seed_week_saturday(day) - timedelta(days=6)
+        return level * math.exp(0.02 * (sunday - date(sunday.year, 6, 1)).days / 7)
+
+    days = [date(2013, 5, 1) + timedelta(days=i) for i in range((date(2015, 7, 31) - date(2013, 5, 1)).days + 1)]
+    history = spark.createDataFrame([(1, day, weekly(day, 60.0 if day.year < 2015 else 80.0), weekly(day, 40.0))
+                                     for day in days], "State int, Date date, trend double, trend_de double")
+    rows = spark.createDataFrame([(1, 1, date(2015, 7, 20), 40.0, -1.0, -1.0)],
+                                 "Id int, State int, Date date, LeadDays double, trend double, trend_de double")
+    origin_week = date(2015, 5, 31)   # Sunday .. Saturday 06-06
+    out = trend_at_origin(rows, history, "LeadDays").toPandas()
+    seven_weeks = math.exp(0.02 * (date(2015, 7, 26) - origin_week).days / 7)
+    assert out["trend"][0] == pytest.approx(weekly(origin_week, 80.0) * seven_weeks, rel=1e-9)
+    assert out["trend_de"][0] == pytest.approx(weekly(origin_week, 40.0) * seven_weeks, rel=1e-9)
+    this_year = trend_at_origin(rows, history.filter(history["Date"] >= date(2015, 1, 1)), "LeadDays").toPandas()
+    assert this_year["trend"][0] == pytest.approx(weekly(origin_week, 80.0), rel=1e-9)
+
+
 def test_the_trends_drift_widens_the_residuals_in_both_directions(spark):
     """With the origin's forecast, each residual enters twice, minus and plus the drift: week 2's quantiles, whose
     rows drift by 0.1, span 0.2 more than week 1's, without drift; the median stays."""
