@@ -7,7 +7,8 @@ as prepare's strict mode does for the features:
 - weather: the state's weather factor on day d > D becomes its mean over the days within +-7 days of d's date in
   each earlier year, dated <= D (the climatology of the factor itself, so the expectation of the effect rather than
   the effect of an average day); without such days, the factor on D (persistence);
-- trend: every horizon day gets the relative trend of the last googletrend week that ended by D (persistence);
+- trend: every horizon day gets the relative trend of the last googletrend week that ended by D (persistence; prepare
+  moves that week by the trend's season, so where the trend has an effect a forecast can score below this floor);
 - level shifts (SynthConfig.shift_share): a shift on or before D is in the data, so it stays; one after D is not
   known yet, so every horizon day keeps the store's level of D.
 Scored like the noise floor, it is the floor of a forecast made on D (up to how well the replacements forecast).
