@@ -377,9 +377,7 @@ def build_stack(workdir: Path, evidence: dict, stage_wheel: bool) -> tuple[Compo
         if "build" in spec and spec["image"] not in build_targets.values():
             build_targets[service] = spec["image"]
     cache = Path(os.environ.get("ROSSMANN_CACHE", Path.home() / ".cache" / "rossmann-forecast"))
-    # requirements-jobs.txt includes requirements-executors.txt (-r), which pins TensorFlow.
-    pins = {name: version for requirements in ("requirements-jobs.txt", "requirements-executors.txt")
-            for name, version in re.findall(r"^([\w-]+)==([\w.]+)", (REPO / requirements).read_text(), re.M)}
+    pins = images.requirement_pins(REPO / "requirements-jobs.txt")
     horovod = re.search(r"^HOROVOD_VERSION=(\S+)", (REPO / "docker" / "jobs-env.sh").read_text(), re.M).group(1)
     evidence["horovod_wheel"] = images.stage_horovod_wheel(cache if stage_wheel else None, pins["tensorflow-cpu"],
                                                            horovod)

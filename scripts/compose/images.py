@@ -220,3 +220,16 @@ def build_images(compose, services: dict[str, str]) -> list[BuiltImage]:
 
 def as_records(items) -> list[dict]:
     return [asdict(item) for item in items]
+
+
+def requirement_pins(path: Path) -> dict[str, str]:
+    """{name (lower case): version} of a requirements file's `name==version` lines, and of the files it includes
+    with `-r` (requirements-jobs.txt includes requirements-executors.txt, which pins TensorFlow)."""
+    pins = {}
+    for line in path.read_text().splitlines():
+        include = re.match(r"^\s*-r\s+(\S+)", line)
+        if include:
+            pins.update(requirement_pins(path.parent / include[1]))
+        elif match := re.match(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s#;]+)", line):
+            pins[match[1].lower()] = match[2]
+    return pins

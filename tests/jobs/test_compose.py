@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+import images  # scripts/compose/images.py: the compose run's image builds read the same pins
+
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yaml"
 ENV_EXAMPLE = REPO / ".env.example"
@@ -136,15 +138,6 @@ def is_ignored(path: str, patterns: list[str]) -> bool:
 def memory_mib(size: str) -> int:
     number, unit = re.fullmatch(r"(\d+)([kmgt]?)b?", size.lower()).groups()
     return int(number) * {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 ** 2, "": 1 / 1024 ** 2}[unit]
-
-
-def requirement_pins(path: Path) -> dict[str, str]:
-    pins = {}
-    for line in path.read_text().splitlines():
-        match = re.match(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s#;]+)", line)
-        if match:
-            pins[match[1].lower()] = match[2]
-    return pins
 
 
 def shell_assignment(path: Path, name: str) -> str:
@@ -344,7 +337,7 @@ def test_spark_image_installs_the_tested_jobs_environment(services):
     horovod = shell_assignment(JOBS_ENV_SCRIPT, "HOROVOD_VERSION")
     assert horovod == shell_assignment(setup_env, "HOROVOD_VERSION") == metadata.version("horovod")
     assert shell_assignment(JOBS_ENV_SCRIPT, "HOROVOD_EXTRAS") == shell_assignment(setup_env, "HOROVOD_EXTRAS")
-    pins = {**requirement_pins(REPO / "requirements-jobs.txt"), **requirement_pins(REPO / "requirements-executors.txt")}
+    pins = images.requirement_pins(REPO / "requirements-jobs.txt")
     assert "-r requirements-executors.txt" in (REPO / "requirements-jobs.txt").read_text().splitlines()
     for package in ("pyspark", "tensorflow-cpu", "numpy", "pyarrow"):
         assert pins[package] == metadata.version(package), f"{package}: the requirements files vs this env"
