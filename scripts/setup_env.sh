@@ -119,13 +119,12 @@ setup_jobs_env() {
   say "jobs env: $JOBS"
   step "jobs env: virtualenv, pip, wheel, setuptools" ensure_venv "$JOBS"
   step "jobs env: installing requirements-jobs.txt (pyspark, tensorflow-cpu, pandas, ...; a few minutes)" \
-    "$JOBS/bin/pip" install -q -r "$ROOT/requirements-jobs.txt" -c "$ROOT/constraints/jobs.txt"
+    install_pinned "$JOBS" "$ROOT/requirements-jobs.txt"
   if [ -z "$(horovod_wheel)" ]; then
     step "jobs env: building horovod $HOROVOD_VERSION against tensorflow-cpu $TF_VERSION (4-9 min on 2 cores, \
 cached in $CACHE/wheels)" build_horovod_wheel
   fi
-  step "jobs env: installing horovod from $(horovod_wheel)" \
-    "$JOBS/bin/pip" install -q "$(horovod_wheel)[$HOROVOD_EXTRAS]" -c "$ROOT/constraints/jobs.txt"
+  step "jobs env: installing horovod from $(horovod_wheel)" install_horovod "$JOBS"
   step "jobs env: installing this package (editable)" "$JOBS/bin/pip" install -q --no-deps -e "$ROOT"
   step "jobs env: S3A jars into pyspark (from sagemaker-pyspark $SAGEMAKER_PYSPARK, cached in $CACHE/jars)" \
     install_s3a_jars
@@ -160,10 +159,18 @@ executor_env_archive() {  # prints the archive's path
   echo "$archive"
 }
 
+install_pinned() {  # install_pinned VENV REQUIREMENTS: a requirements file under the jobs' constraints
+  "$1/bin/pip" install -q -r "$2" -c "$ROOT/constraints/jobs.txt"
+}
+
+install_horovod() {  # install_horovod VENV: the cached horovod wheel with its TensorFlow extra
+  "$1/bin/pip" install -q "$(horovod_wheel)[$HOROVOD_EXTRAS]" -c "$ROOT/constraints/jobs.txt"
+}
+
 install_executor_env() {  # install_executor_env VENV
   ensure_venv "$1"
-  "$1/bin/pip" install -q -r "$ROOT/requirements-executors.txt" -c "$ROOT/constraints/jobs.txt"
-  "$1/bin/pip" install -q "$(horovod_wheel)[$HOROVOD_EXTRAS]" -c "$ROOT/constraints/jobs.txt"
+  install_pinned "$1" "$ROOT/requirements-executors.txt"
+  install_horovod "$1"
   "$1/bin/python" -c 'import tensorflow, pyarrow, horovod.tensorflow' >/dev/null
 }
 
