@@ -30,8 +30,8 @@ All functions here are pure DataFrame -> DataFrame steps; the tables they return
 """
 from __future__ import annotations
 
+import math
 from datetime import date, timedelta
-from functools import reduce
 from typing import Sequence
 
 from pyspark.sql import Column, DataFrame
@@ -60,8 +60,8 @@ _TARGET = "_target_date"
 SEASON_LAG_DAYS = 364
 SEASON_YEARS = 5                  # earlier years looked at; a googletrend.csv holds about three
 SEASON_SMOOTH_DAYS = 7
-LOG_TREND = "_log_trend"          # column of trend_profile
-DRIFT_FROM, DRIFT_TO, DRIFT = "_drift_from", "_drift_to", "_drift"   # columns of seasonal_drift (week starts, log)
+SERIES, TREND_VALUE = "_series", "_trend_value"                       # columns of trend_series
+DRIFT_FROM, DRIFT_TO, DRIFT = "_drift_from", "_drift_to", "_drift"   # season_drift_table (week starts, log change)
 
 SALES_RULE = ("train/validation: train.csv rows dated <= as_of; test: test.csv rows dated > as_of (the plan, known "
               "at as_of); vocabularies, max_sales and Before/After day counts use only those rows (train.csv rows "
@@ -145,14 +145,14 @@ def covered_days(plan: DataFrame, as_of: date) -> DataFrame:
 
 
 def trend_known_at(weeks: DataFrame, keys: Sequence[str], value: str, marker: str, days: DataFrame,
-                   as_of: date, profile: DataFrame) -> DataFrame:
+                   as_of: date, drift: DataFrame) -> DataFrame:
     """A trend join table (keys, Year, Week, value, marker) as known at as_of.
 
     weeks: the usable weeks (Saturday end <= as_of) with keys, Year (ISO week-numbering, as strict mode keys the
     trend), Week, value and WEEK_START. Added: for each key group and each (Year, Week) of a day in days whose seed
     week ends after as_of that no usable week has, the group's last usable week's value moved by the season from
-    that week to this one (seasonal_drift over profile, trend_profile of the usable weeks of every series), rounded
-    to the value's whole units if they are whole. keys may be empty (Germany).
+    that week to this one (drift: season_drift_table's DRIFT_FROM, DRIFT_TO, DRIFT; a missing pair is persistence),
+    rounded to the value's whole units if they are whole. keys may be empty (Germany).
     """
     columns = [*keys, "Year", "Week", value, marker]
     last = (weeks.groupBy(*keys).agg(F.max_by(value, WEEK_START).alias(value), F.max(WEEK_START).alias(DRIFT_FROM))
@@ -161,48 +161,76 @@ def trend_known_at(weeks: DataFrame, keys: Sequence[str], value: str, marker: st
                .select(trend_key_year(F.col("Date"), iso_keys=True).alias("Year"), F.weekofyear("Date").alias("Week"),
                        F.date_sub(seed_week_end(F.col("Date")), 6).alias(DRIFT_TO))
                .distinct())
-    carried = (last.crossJoin(pending).join(weeks.select(*keys, "Year", "Week"), [*keys, "Year", "Week"], "left_anti"))
-    drift = seasonal_drift(profile, carried.select(DRIFT_FROM, DRIFT_TO).distinct())
-    carried = (carried.join(F.broadcast(drift), [DRIFT_FROM, DRIFT_TO], "left")
+    carried = (last.crossJoin(pending).join(weeks.select(*keys, "Year", "Week"), [*keys, "Year", "Week"], "left_anti")
+               .join(F.broadcast(drift), [DRIFT_FROM, DRIFT_TO], "left")
                .withColumn(value, moved_by_season(F.col(value), F.col(DRIFT), weeks.schema[value].dataType))
                .withColumn(marker, F.lit(True)))
     return weeks.select(*columns).unionByName(carried.select(*columns))
 
 
-def trend_profile(*series: tuple[DataFrame, str]) -> DataFrame:
-    """(WEEK_START, LOG_TREND) of every week of every series, each given as (weeks with WEEK_START, value column):
-    the log of the value (floored at 1: a googletrend.csv index is 0..100), the input of seasonal_drift."""
-    parts = [weeks.filter(F.col(value).isNotNull())
-             .select(WEEK_START, F.log(F.greatest(F.col(value).cast("double"), F.lit(1.0))).alias(LOG_TREND))
-             for weeks, value in series]
-    return reduce(DataFrame.unionByName, parts)
+def trend_series(weeks: DataFrame, keys: Sequence[str], value: str) -> DataFrame:
+    """(SERIES, WEEK_START, TREND_VALUE) of a trend table's weeks, each series named by the value column and its
+    keys (Germany's table has none): the input of season_drift_table."""
+    name = F.concat_ws("/", F.lit(value), *[F.col(key).cast("string") for key in keys])
+    return weeks.select(name.alias(SERIES), WEEK_START, F.col(value).cast("double").alias(TREND_VALUE))
 
 
-def seasonal_drift(profile: DataFrame, pairs: DataFrame) -> DataFrame:
-    """pairs (DRIFT_FROM, DRIFT_TO: week starts, distinct) with DRIFT, the log change the season brings from the one
-    week to the other: the mean over the earlier years k (1..SEASON_YEARS) that hold both of S(to - 364 k) -
-    S(from - 364 k), S(w) the mean LOG_TREND of the profile's weeks within +-SEASON_SMOOTH_DAYS of w. 0.0
-    (persistence) where no earlier year holds both. Reads only profile weeks a year or more before DRIFT_TO."""
-    year = F.explode(F.sequence(F.lit(1), F.lit(SEASON_YEARS))).alias("_k")
-    anchors = (pairs.select(DRIFT_FROM, DRIFT_TO, year)
-               .select(DRIFT_FROM, DRIFT_TO,
-                       F.date_sub(DRIFT_FROM, F.col("_k") * SEASON_LAG_DAYS).alias("_from_then"),
-                       F.date_sub(DRIFT_TO, F.col("_k") * SEASON_LAG_DAYS).alias("_to_then")))
-    days = (anchors.select(F.col("_from_then").alias("_then"))
-            .unionByName(anchors.select(F.col("_to_then").alias("_then"))).distinct())
-    season = (days.join(F.broadcast(profile), F.abs(F.datediff(WEEK_START, "_then")) <= SEASON_SMOOTH_DAYS)
-              .groupBy("_then").agg(F.avg(LOG_TREND).alias("_season")))
-    then_from = season.select(F.col("_then").alias("_from_then"), F.col("_season").alias("_season_from"))
-    then_to = season.select(F.col("_then").alias("_to_then"), F.col("_season").alias("_season_to"))
-    drift = (anchors.join(then_from, "_from_then").join(then_to, "_to_then")
-             .groupBy(DRIFT_FROM, DRIFT_TO).agg(F.avg(F.col("_season_to") - F.col("_season_from")).alias(DRIFT)))
-    return (pairs.select(DRIFT_FROM, DRIFT_TO).join(drift, [DRIFT_FROM, DRIFT_TO], "left")
-            .withColumn(DRIFT, F.coalesce(F.col(DRIFT), F.lit(0.0))))
+def season_drift_table(series: DataFrame, froms: str = "last", recent_weeks: int = 0) -> DataFrame:
+    """(DRIFT_FROM, DRIFT_TO, DRIFT): the log change the season brings from a week to each later week up to a year
+    after the series' last week (beyond that no earlier year holds the later week: persistence). froms="last":
+    from each series' last week (prepare carries that one forward); "recent": from every week of the last
+    recent_weeks + 1 (the origins of predict's validation rows). series: trend_series of every series, pooled.
+    The weeks are one small file's (about 150 a series), collected in one job and worked on the driver: as Spark
+    queries the few dozen anchors cost prepare 55 more Spark jobs and 20 s (bench/RESULTS.md, session 25)."""
+    rows = series.collect()
+    lasts = {}
+    for row in rows:
+        lasts[row[SERIES]] = max(lasts.get(row[SERIES], row[WEEK_START]), row[WEEK_START])
+    if not lasts:
+        starts: set[date] = set()
+    elif froms == "last":
+        starts = set(lasts.values())
+    else:
+        newest = max(lasts.values())
+        starts = {newest - timedelta(weeks=back) for back in range(recent_weeks + 1)}
+    horizon_end = max(lasts.values(), default=None)
+    pairs = [(start, start + timedelta(weeks=ahead)) for start in sorted(starts)
+             for ahead in range(1, (horizon_end - start).days // 7 + SEASON_LAG_DAYS // 7 + 2)]
+    drifts = seasonal_drift([(row[WEEK_START], row[TREND_VALUE]) for row in rows], pairs)
+    schema = f"{DRIFT_FROM} date, {DRIFT_TO} date, {DRIFT} double"
+    return series.sparkSession.createDataFrame([(*pair, drift) for pair, drift in zip(pairs, drifts)], schema)
+
+
+def seasonal_drift(weeks: Sequence[tuple[date, float | None]], pairs: Sequence[tuple[date, date]]) -> list[float]:
+    """For each (from, to) pair of week starts, the log change the season brings from the one week to the other: the
+    mean over the earlier years k (1..SEASON_YEARS) that hold both of S(to - 364 k) - S(from - 364 k), S(w) the mean
+    log value (floored at 1: a googletrend.csv index is 0..100) of the weeks within +-SEASON_SMOOTH_DAYS of w,
+    every series pooled. 0.0 (persistence) where no earlier year holds both. weeks: (week start, value) of every
+    series; only weeks a year or more before each `to` are read."""
+    logs: dict[date, list[float]] = {}
+    for start, value in weeks:
+        if value is not None:
+            logs.setdefault(start, []).append(math.log(max(float(value), 1.0)))
+
+    def season(day: date) -> float | None:
+        values = [v for offset in range(-SEASON_SMOOTH_DAYS, SEASON_SMOOTH_DAYS + 1)
+                  for v in logs.get(day + timedelta(days=offset), ())]
+        return sum(values) / len(values) if values else None
+
+    drifts = []
+    for start, end in pairs:
+        changes = []
+        for years in range(1, SEASON_YEARS + 1):
+            then_start, then_end = (season(day - timedelta(days=SEASON_LAG_DAYS * years)) for day in (start, end))
+            if then_start is not None and then_end is not None:
+                changes.append(then_end - then_start)
+        drifts.append(sum(changes) / len(changes) if changes else 0.0)
+    return drifts
 
 
 def moved_by_season(value: Column, drift: Column, data_type: DataType) -> Column:
     """value x exp(drift) as data_type, rounded first if that type is integral (googletrend.csv's whole units)."""
-    moved = value.cast("double") * F.exp(drift)
+    moved = value.cast("double") * F.exp(F.coalesce(drift, F.lit(0.0)))
     return (F.round(moved) if isinstance(data_type, IntegralType) else moved).cast(data_type)
 
 

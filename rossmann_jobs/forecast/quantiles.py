@@ -33,9 +33,9 @@ from rossmann_jobs.features.point_in_time import (
     DRIFT_TO,
     WEEK_START,
     moved_by_season,
-    seasonal_drift,
+    season_drift_table,
     seed_week_end,
-    trend_profile,
+    trend_series,
 )
 
 QUANTILE_LEVELS = (0.1, 0.5, 0.9)   # P10, P50, P90: the default; run_predict(quantile_levels=...) takes others
@@ -44,6 +44,7 @@ LEAD_WEEKS = 7                      # ceil(48 / 7): the daily contract's 48-day 
 MIN_ROWS_PER_WEEK = 30              # fewer validation rows than this give a lead week's quantiles no footing
 LEAD_WEEK_COL, RESIDUAL_COL = "LeadWeek", "LogResidual"
 ORIGIN_FORECAST_COL = "LogSalesForecastFromOrigin"   # the log forecast of a validation row from its origin's trend
+ORIGIN_WEEKS = 15                   # weeks back from the last that hold a validation row's origin (<= 96 days)
 TREND_COLS = ("trend", "trend_de")  # the state's and Germany's Google trend: features/point_in_time.py
 MODEL_PREFIX, BASELINE_PREFIX = "Sales", "SalesBaseline"   # SalesP10 (model), SalesBaselineP10 (naive baseline)
 QUANTILES_CSV_KEYS = ["Id", "Date", "Store"]
@@ -102,7 +103,7 @@ def last_saturday(day: Column) -> Column:
 def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataFrame:
     """rows (State, Date, lead_col and TREND_COLS) with TREND_COLS as strict point-in-time gives a row forecast from
     its origin (Date - lead days): per State, the last trend week that ended on or before the origin, moved by the
-    season to the row's own week (point_in_time.seasonal_drift, as prepare carries a week forward from D).
+    season to the row's own week (point_in_time.season_drift_table, as prepare carries a week forward from D).
     history: State, Date and TREND_COLS of prepared rows dated <= D; a row of week W carries week W's values from
     seed_week_end onward, so the week ending on Saturday S is read from the rows whose seed_week_end is S. The
     season is learnt from the history's weeks a year or more before each row (the states' and Germany's pooled,
@@ -110,13 +111,14 @@ def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataF
     carries keeps its own values."""
     weeks = (history.groupBy("State", F.date_sub(seed_week_end(F.col("Date")), 6).alias(WEEK_START))
              .agg(*[F.max(name).alias(name) for name in TREND_COLS]))
-    season = trend_profile((weeks, "trend"), (weeks.select(WEEK_START, "trend_de").distinct(), "trend_de"))
+    # Validation rows are dated D - 47 .. D with leads up to 48 days: their origins' weeks are the last 15.
+    drift = season_drift_table(trend_series(weeks, ["State"], "trend").unionByName(
+        trend_series(weeks.select(WEEK_START, "trend_de").distinct(), [], "trend_de")), "recent", ORIGIN_WEEKS)
     origin = weeks.select("State", F.col(WEEK_START).alias(DRIFT_FROM),
                           *[F.col(name).alias(f"_origin_{name}") for name in TREND_COLS])
     dated = rows.withColumns({DRIFT_FROM: F.date_sub(last_saturday(F.date_sub(F.col("Date"),
                                                                                F.col(lead_col).cast("int"))), 6),
                               DRIFT_TO: F.date_sub(seed_week_end(F.col("Date")), 6)})
-    drift = seasonal_drift(season, dated.select(DRIFT_FROM, DRIFT_TO).distinct())
     joined = (dated.join(F.broadcast(origin), ["State", DRIFT_FROM], "left")
               .join(F.broadcast(drift), [DRIFT_FROM, DRIFT_TO], "left"))
     return (joined.withColumns({name: F.coalesce(moved_by_season(F.col(f"_origin_{name}"), F.col(DRIFT),
