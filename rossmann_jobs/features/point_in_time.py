@@ -26,7 +26,8 @@ Two modes (--point-in-time):
   The sales rows follow the same rule in both modes (features/split.py): train.csv rows after D are out of scope
   and feed nothing (no vocabulary, max_sales, elapsed-day count or duplicate check); the horizon's test.csv rows
   (the plan for the days after D, known at D) feed the vocabularies and the Before/After day counts.
-All functions here are pure DataFrame -> DataFrame steps; the tables they return are small and broadcast-joined.
+All functions here are pure DataFrame -> DataFrame steps but season_drift_table, which collects the trend's weekly
+values (one small job) and computes the season on the driver; the tables they return are small and broadcast-joined.
 """
 from __future__ import annotations
 
@@ -80,8 +81,8 @@ RULES = {
                  "starts on the Sunday ending d's ISO week (keyed by ISO year and week) if usable, else, when that "
                  "week ends after as_of, the last usable week's value of its state (resp. Rossmann_DE); a missing "
                  "week that ended by as_of is a lookup miss; the carried value is moved by the season: times "
-                 "exp(the mean log "
-                 f"change between the same two weeks {SEASON_LAG_DAYS // 7} weeks earlier in each earlier year, "
+                 f"exp(the mean log change between the same two weeks {SEASON_LAG_DAYS // 7} weeks earlier in each "
+                 "earlier year, "
                  f"every series pooled, each week read with the weeks within +-{SEASON_SMOOTH_DAYS} days), "
                  "persistence where no earlier year holds both",
         "weather": "every row (history and horizon alike) gets per state and numeric column the mean of the "
@@ -193,9 +194,9 @@ def season_drift_table(series: DataFrame, froms: str = "last", recent_weeks: int
     else:
         newest = max(lasts.values())
         starts = {newest - timedelta(weeks=back) for back in range(recent_weeks + 1)}
-    horizon_end = max(lasts.values(), default=None)
+    newest_week = max(lasts.values(), default=None)
     pairs = [(start, start + timedelta(weeks=ahead)) for start in sorted(starts)
-             for ahead in range(1, (horizon_end - start).days // 7 + SEASON_LAG_DAYS // 7 + 2)]
+             for ahead in range(1, (newest_week - start).days // 7 + SEASON_LAG_DAYS // 7 + 2)]
     drifts = seasonal_drift([(row[WEEK_START], row[TREND_VALUE]) for row in rows], pairs)
     schema = f"{DRIFT_FROM} date, {DRIFT_TO} date, {DRIFT} double"
     return series.sparkSession.createDataFrame([(*pair, drift) for pair, drift in zip(pairs, drifts)], schema)
@@ -206,7 +207,7 @@ def seasonal_drift(weeks: Sequence[tuple[date, float | None]], pairs: Sequence[t
     mean over the earlier years k (1..SEASON_YEARS) that hold both of S(to - 364 k) - S(from - 364 k), S(w) the mean
     log value (floored at 1: a googletrend.csv index is 0..100) of the weeks within +-SEASON_SMOOTH_DAYS of w,
     every series pooled. 0.0 (persistence) where no earlier year holds both. weeks: (week start, value) of every
-    series; only weeks a year or more before each `to` are read."""
+    series; no week later than 357 days before a pair's `to` is read."""
     logs: dict[date, list[float]] = {}
     for start, value in weeks:
         if value is not None:

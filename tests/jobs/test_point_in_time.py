@@ -134,6 +134,27 @@ def seasonal_rows(ramp_per_week: float, level_2015: float = 1.0, after_as_of: in
     return rows
 
 
+def test_seasonal_drift_pools_the_series_of_earlier_years_and_persists_without_them():
+    """Two series, two earlier years: the week four weeks on was 10 % (one series) and 30 % (the other) above the
+    week, the neighbours alike (the +-7-day reading): the drift is the pooled mean log change. No earlier year, or
+    only one of the two weeks in it: 0 (persistence)."""
+    start = D("2015-07-05")
+    weeks = []
+    for years in (1, 2):
+        base = start - timedelta(days=364 * years)
+        for offset in (-7, 0, 7):
+            for low, high in ((50.0, 55.0), (40.0, 52.0)):
+                weeks += [(base + timedelta(days=offset), low), (base + timedelta(days=28 + offset), high)]
+    first_year = start - timedelta(days=728)
+    drift, alone, none = point_in_time.seasonal_drift(weeks, [(start, start + timedelta(days=28)),
+                                                              (start, start + timedelta(days=70)),
+                                                              (first_year, first_year + timedelta(days=28))])
+    assert drift == pytest.approx((math.log(55 / 50) + math.log(52 / 40)) / 2)
+    assert alone == 0.0 and none == 0.0   # the week 70 days on is in no earlier year; nothing before the first
+    assert point_in_time.seasonal_drift(weeks + [(start - timedelta(days=364 - 28), None)],
+                                        [(start, start + timedelta(days=28))]) == [pytest.approx(drift)]
+
+
 def test_a_week_after_as_of_gets_the_last_complete_week_moved_by_the_season(spark):
     """Each earlier summer the trend rose 3 % a week: a day whose seed week starts w weeks after the last complete
     week (07-05 .. 07-11) gets its value x exp(w x 0.03). Weeks after as-of change nothing; the earlier years'
