@@ -7,12 +7,14 @@ import csv
 import datetime as dt
 import io
 import json
+import math
 import random
 
 import pandas as pd
 import pytest
 
 from rossmann_jobs import storage
+from rossmann_jobs.features import point_in_time
 from rossmann_jobs.features.validate import RawInputError
 from rossmann_jobs.synth import DailyDrops, SynthConfig, build_dataset
 from rossmann_jobs.synth.timeshift import shifted_drop, weeks_between
@@ -276,14 +278,20 @@ def sales_on_closed_days(drop, count):
     return [(train.Store[i], train.Date[i]) for i in closed]
 
 
+def own_trend_week(day: dt.date) -> dt.date:
+    """The Sunday starting the trend week a day meets in strict mode: the Sunday that ends its ISO week."""
+    return day + dt.timedelta(days=6 - day.weekday())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("as_of", [dt.date(2017, 12, 1), dt.date(2023, 12, 1)], ids=str)
 def test_trend_weeks_keyed_right_when_1_january_is_a_sunday(spark, tmp_path, drop, as_of):
     """The drop of 2015-07-31 moved to a Friday in December of 2017 or 2023: the horizon runs into the next year.
 
-    Every horizon day's trend week ends after as-of, so every horizon row gets its state's last complete week
-    (one value per store); the seed's calendar-year key gave 25 .. 31 December the week of 1 January instead.
-    The same run quarantines train.csv rows with sales on a closed day, with their count.
+    Every horizon day's trend week ends after as-of, so every horizon row gets its state's last complete week moved
+    by the season to the row's own week, the one starting on the Sunday that ends its ISO week (one value per store
+    and week); the seed's calendar-year key gave 25 .. 31 December the week of 1 January instead, a year-old week.
+    Checked exactly on Germany's series. The same run quarantines train.csv rows with sales on a closed day.
     """
     assert dt.date(as_of.year, 1, 1).isoweekday() == 7
     moved = shifted_drop(drop, weeks_between(AS_OF, as_of))
@@ -299,5 +307,15 @@ def test_trend_weeks_keyed_right_when_1_january_is_a_sunday(spark, tmp_path, dro
         closed_with_sales)
     horizon = committed_split_frames(str(tmp_path / "raw-out"))["test"]
     assert {str(day)[:10] for day in horizon.Date} >= {f"{as_of.year}-12-25", f"{as_of.year}-12-31"}
-    assert horizon.groupby("StoreId").trend.nunique().eq(1).all(), horizon.groupby("StoreId").trend.unique()
-    assert horizon.trend_de.nunique() == 1
+    horizon = horizon.assign(week=[own_trend_week(pd.Timestamp(day).date()) for day in horizon.Date])
+    assert horizon.groupby(["StoreId", "week"]).trend.nunique().eq(1).all()
+    trend = frame(moved["googletrend.csv"])
+    usable = [(dt.date.fromisoformat(week[:10]), file, float(value)) for file, week, value
+              in zip(trend.file, trend.week, trend.trend) if dt.date.fromisoformat(week[-10:]) <= as_of]
+    germany = {start: value for start, file, value in usable if file == "Rossmann_DE"}
+    last = max(germany)
+    drifts = point_in_time.seasonal_drift([(start, value) for start, _file, value in usable],
+                                          [(last, week) for week in horizon.week])
+    expected = [math.floor(germany[last] * math.exp(drift) + 0.5) for drift in drifts]
+    assert horizon.trend_de.tolist() == expected
+    assert len(set(expected)) > 1   # the season moves it: persistence would give one value
