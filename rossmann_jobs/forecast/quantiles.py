@@ -110,7 +110,8 @@ def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataF
     as prepare pools the files), all ended long before the origin. A row whose origin's week no history row
     carries keeps its own values."""
     weeks = (history.groupBy("State", F.date_sub(seed_week_end(F.col("Date")), 6).alias(WEEK_START))
-             .agg(*[F.max(name).alias(name) for name in TREND_COLS]))
+             .agg(*[F.max(name).alias(name) for name in TREND_COLS])
+             .localCheckpoint())   # small; read twice below (collected for the season, joined for the origins)
     # Validation rows are dated D - 47 .. D with leads up to 48 days: their origins' weeks are the last 15.
     drift = season_drift_table(trend_series(weeks, ["State"], "trend").unionByName(
         trend_series(weeks.select(WEEK_START, "trend_de").distinct(), [], "trend_de")), "recent", ORIGIN_WEEKS)
