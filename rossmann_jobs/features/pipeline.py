@@ -148,8 +148,8 @@ def trend_tables_known_at(classified_trend: DataFrame, days: DataFrame, as_of: d
     trend = classified_trend.filter(~F.col(point_in_time.AFTER_AS_OF))
     week_start = joins.trend_week_start()
     state, germany = joins.state_trend(trend, week_start), joins.germany_trend(trend, week_start)
-    drift = point_in_time.season_drift_table(point_in_time.trend_series(state, ["State"], "trend").unionByName(
-        point_in_time.trend_series(germany, [], "trend_de")))
+    drift = point_in_time.season_drift_table(point_in_time.pooled_trend_series(state, germany),
+                                             point_in_time.each_series_last_week)
     return (point_in_time.trend_known_at(state, ["State"], "trend", joins.HAS_TREND, days, as_of, drift),
             point_in_time.trend_known_at(germany, [], "trend_de", joins.HAS_TREND_DE, days, as_of, drift))
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, timedelta
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -171,31 +171,44 @@ def trend_known_at(weeks: DataFrame, keys: Sequence[str], value: str, marker: st
 
 def trend_series(weeks: DataFrame, keys: Sequence[str], value: str) -> DataFrame:
     """(SERIES, WEEK_START, TREND_VALUE) of a trend table's weeks, each series named by the value column and its
-    keys (Germany's table has none): the input of season_drift_table."""
+    keys (Germany's table has none)."""
     name = F.concat_ws("/", F.lit(value), *[F.col(key).cast("string") for key in keys])
     return weeks.select(name.alias(SERIES), WEEK_START, F.col(value).cast("double").alias(TREND_VALUE))
 
 
-def season_drift_table(series: DataFrame, froms: str = "last", recent_weeks: int = 0) -> DataFrame:
-    """(DRIFT_FROM, DRIFT_TO, DRIFT): the log change the season brings from a week to each later week up to a year
-    after the series' last week (beyond that no earlier year holds the later week: persistence). froms="last":
-    from each series' last week (prepare carries that one forward); "recent": from every week of the last
-    recent_weeks + 1 (the origins of predict's validation rows). series: trend_series of every series, pooled.
+def pooled_trend_series(state_weeks: DataFrame, germany_weeks: DataFrame) -> DataFrame:
+    """Every trend series of the states' table (State, WEEK_START, trend) and Germany's (WEEK_START, trend_de), pooled:
+    the input of season_drift_table (googletrend.csv holds both, and the season is learnt from all of them)."""
+    return trend_series(state_weeks, ["State"], "trend").unionByName(trend_series(germany_weeks, [], "trend_de"))
+
+
+FromWeeks = Callable[[Mapping[str, date]], set[date]]
+
+
+def each_series_last_week(lasts: Mapping[str, date]) -> set[date]:
+    """The weeks prepare carries forward: each series' last one."""
+    return set(lasts.values())
+
+
+def newest_weeks(weeks_back: int) -> FromWeeks:
+    """The newest week of the pooled series and the weeks_back weeks before it (the origins of predict's validation
+    rows)."""
+    return lambda lasts: ({max(lasts.values()) - timedelta(weeks=back) for back in range(weeks_back + 1)}
+                          if lasts else set())
+
+
+def season_drift_table(series: DataFrame, from_weeks: FromWeeks) -> DataFrame:
+    """(DRIFT_FROM, DRIFT_TO, DRIFT): the log change the season brings from each week that from_weeks picks (given
+    each series' last week) to each later week up to a year after the series' last week (beyond that no earlier
+    year holds the later week: persistence). series: pooled_trend_series.
     The weeks are one small file's (about 150 a series), collected in one job and worked on the driver: as Spark
     queries the few dozen anchors cost prepare 55 more Spark jobs and 20 s (bench/RESULTS.md, session 25)."""
     rows = series.collect()
-    lasts = {}
+    lasts: dict[str, date] = {}
     for row in rows:
         lasts[row[SERIES]] = max(lasts.get(row[SERIES], row[WEEK_START]), row[WEEK_START])
-    if not lasts:
-        starts: set[date] = set()
-    elif froms == "last":
-        starts = set(lasts.values())
-    else:
-        newest = max(lasts.values())
-        starts = {newest - timedelta(weeks=back) for back in range(recent_weeks + 1)}
     newest_week = max(lasts.values(), default=None)
-    pairs = [(start, start + timedelta(weeks=ahead)) for start in sorted(starts)
+    pairs = [(start, start + timedelta(weeks=ahead)) for start in sorted(from_weeks(lasts))
              for ahead in range(1, (newest_week - start).days // 7 + SEASON_LAG_DAYS // 7 + 2)]
     drifts = seasonal_drift([(row[WEEK_START], row[TREND_VALUE]) for row in rows], pairs)
     schema = f"{DRIFT_FROM} date, {DRIFT_TO} date, {DRIFT} double"

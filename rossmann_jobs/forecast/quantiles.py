@@ -33,9 +33,10 @@ from rossmann_jobs.features.point_in_time import (
     DRIFT_TO,
     WEEK_START,
     moved_by_season,
+    newest_weeks,
+    pooled_trend_series,
     season_drift_table,
     seed_week_end,
-    trend_series,
 )
 
 QUANTILE_LEVELS = (0.1, 0.5, 0.9)   # P10, P50, P90: the default; run_predict(quantile_levels=...) takes others
@@ -113,8 +114,8 @@ def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataF
              .agg(*[F.max(name).alias(name) for name in TREND_COLS])
              .localCheckpoint())   # small; read twice below (collected for the season, joined for the origins)
     # Validation rows are dated D - 47 .. D with leads up to 48 days: their origins' weeks are the last 15.
-    drift = season_drift_table(trend_series(weeks, ["State"], "trend").unionByName(
-        trend_series(weeks.select(WEEK_START, "trend_de").distinct(), [], "trend_de")), "recent", ORIGIN_WEEKS)
+    drift = season_drift_table(pooled_trend_series(weeks, weeks.select(WEEK_START, "trend_de").distinct()),
+                               newest_weeks(ORIGIN_WEEKS))
     origin = weeks.select("State", F.col(WEEK_START).alias(DRIFT_FROM),
                           *[F.col(name).alias(f"_origin_{name}") for name in TREND_COLS])
     dated = rows.withColumns({DRIFT_FROM: F.date_sub(last_saturday(F.date_sub(F.col("Date"),
