@@ -49,6 +49,11 @@ class Windows:
     def as_json(self) -> dict:
         return {key: value.isoformat() if isinstance(value, date) else value for key, value in asdict(self).items()}
 
+    def last_train_date(self) -> date:
+        """The latest date a train-split row can have: the day before a validation window that reaches as_of (the
+        default, RECENT), else as_of."""
+        return self.validation_start - timedelta(days=1) if self.validation_end >= self.as_of else self.as_of
+
 
 def check_validation_rule(validation_rule: str) -> None:
     if validation_rule not in VALIDATION_RULES:

@@ -250,6 +250,15 @@ def test_year_earlier_validation_window_falls_back_to_the_last_horizon_length_da
     assert "last 10 days" in windows.validation_rule
 
 
+def test_last_train_date_is_the_day_before_a_validation_window_that_reaches_as_of_else_as_of():
+    recent = split.plan_windows(D("2015-01-31"), D("2015-02-01"), D("2015-03-20"))
+    assert recent.last_train_date() == D("2014-12-14") == recent.validation_start - timedelta(days=1)
+    cut = split.plan_windows(D("2014-08-20"), D("2015-08-01"), D("2015-09-17"), split.YEAR_EARLIER)
+    assert cut.last_train_date() == D("2014-08-01")
+    year_earlier = split.plan_windows(D("2015-07-31"), D("2015-08-01"), D("2015-09-17"), split.YEAR_EARLIER)
+    assert year_earlier.last_train_date() == D("2015-07-31")
+
+
 def test_assign_outcome_sends_every_row_to_exactly_one_place(spark):
     windows = split.plan_windows(D("2015-07-31"), D("2015-08-01"), D("2015-08-14"))
     rows = [("train", D("2015-08-02"), 100, None), ("test", D("2015-07-30"), None, None),
@@ -320,6 +329,25 @@ def test_large_vocabularies_are_arrays_for_integers_and_joins_for_strings(spark)
                                 for s, e in rows], schema)
     got = [(r.StoreId, r.Store, r.Events) for r in encode.encode_features(df, vocabularies).collect()]
     assert sorted(got) == [(999, 0, 0), (1003, 2, 43), (1004, 0, 0), (2497, 500, 100)]
+
+
+def test_a_year_later_than_the_train_splits_last_is_encoded_as_that_year(spark):
+    """As of 2015-01-31 the train split ends on 2014-12-14: the validation window's and the horizon's 2015 has no
+    train row, so it takes 2014's index, never an untrained one; earlier years and other columns are untouched."""
+    value_sets = {col: [] for col in encode.CATEGORICAL_COLS}
+    value_sets.update({"Year": [2015, 2013, 2014], "Week": [52, 1, 5], "Store": [1, 2]})
+    last_train = split.plan_windows(D("2015-01-31"), D("2015-02-01"), D("2015-03-20")).last_train_date()
+    vocabularies = encode.trained_vocabularies(encode.sorted_vocabularies(value_sets), last_train)
+    assert vocabularies["Year"] == [2013, 2014] and vocabularies["Week"] == [1, 5, 52]
+    assert encode.vocab_sizes(vocabularies)["Year"] == 3
+    schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("Year", "Week", "Store") else T.StringType())
+                           for c in encode.CATEGORICAL_COLS] + [T.StructField(c, T.DoubleType())
+                                                                 for c in encode.CONTINUOUS_COLS])
+    rows = [(2013, 1), (2014, 52), (2015, 5), (2016, 53), (2012, 1), (None, 1)]
+    df = spark.createDataFrame([tuple({"Year": y, "Week": w, "Store": 1}.get(f.name) for f in schema.fields)
+                                for y, w in rows], schema)
+    got = [(r.Year, r.Week) for r in encode.encode_features(df, vocabularies).collect()]
+    assert got == [(1, 1), (2, 3), (2, 2), (2, 0), (0, 1), (0, 1)]
 
 
 def test_encoded_split_keeps_one_outcome_and_its_columns_with_the_log_label(spark):
