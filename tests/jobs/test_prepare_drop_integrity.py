@@ -291,7 +291,8 @@ def test_trend_weeks_keyed_right_when_1_january_is_a_sunday(spark, tmp_path, dro
     Every horizon day's trend week ends after as-of, so every horizon row gets its state's last complete week moved
     by the season to the row's own week, the one starting on the Sunday that ends its ISO week (one value per store
     and week); the seed's calendar-year key gave 25 .. 31 December the week of 1 January instead, a year-old week.
-    Checked exactly on Germany's series. The same run quarantines train.csv rows with sales on a closed day.
+    Checked exactly on Germany's series. The same run quarantines train.csv rows with sales on a closed day, and
+    encodes the next year's days as the last trained year.
     """
     assert dt.date(as_of.year, 1, 1).isoweekday() == 7
     moved = shifted_drop(drop, weeks_between(AS_OF, as_of))
@@ -319,3 +320,9 @@ def test_trend_weeks_keyed_right_when_1_january_is_a_sunday(spark, tmp_path, dro
     expected = [math.floor(germany[last] * math.exp(drift) + 0.5) for drift in drifts]
     assert horizon.trend_de.tolist() == expected
     assert len(set(expected)) > 1   # the season moves it: persistence would give one value
+    # No train row is dated in the next year: its days are encoded as the last trained year, whose embedding row
+    # training learnt (encode.AS_LAST_TRAINED_COLS), and the next year is no vocabulary value.
+    years = metadata["vocabularies"]["Year"]
+    assert years[-1] == as_of.year
+    next_year = horizon[pd.to_datetime(horizon.Date).dt.year == as_of.year + 1]
+    assert len(next_year) > 0 and set(next_year.Year) == {len(years)}
