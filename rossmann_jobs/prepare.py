@@ -318,7 +318,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
             sales_groups, quarantine = concurrently(
                 lambda: [row.asDict() for row in accounting.outcome_summary(classified).collect()],
                 lambda: quarantined_rows(features, lookups, state_names))
-        vocabularies = encode.trained_vocabularies(encode.sorted_vocabularies(
+        vocabularies, later_values = encode.trained_vocabularies(encode.sorted_vocabularies(
             accounting.vocabulary_values(pass_metrics)), windows.last_train_date())
         log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
         outcomes, problems = accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
@@ -334,8 +334,8 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
             quarantine = quarantine.limit(0)
         attempt = storage.new_attempt_uri(out)
         with timed("write splits and rejected rows", timings):
-            shards = write_outputs(encode.encode_features(classified, vocabularies), quarantine, attempt, num_shards,
-                                   split_rows, timings)
+            shards = write_outputs(encode.encode_features(classified, vocabularies, later_values), quarantine, attempt,
+                                   num_shards, split_rows, timings)
         with timed("digest the raw files again", timings):
             check_unchanged(raw, inputs)
     finally:

@@ -41,34 +41,37 @@ def sorted_vocabularies(value_sets: Mapping[str, list]) -> dict[str, list]:
     return {col: sorted(value_sets[col]) for col in CATEGORICAL_COLS}
 
 
-def trained_vocabularies(vocabularies: Mapping[str, list], last_train_date: date) -> dict[str, list]:
-    """The vocabularies without the AS_LAST_TRAINED_COLS values later than last_train_date's (no train row holds
-    them; encode_features gives them the last trained value's index)."""
+def trained_vocabularies(vocabularies: Mapping[str, list],
+                         last_train_date: date) -> tuple[dict[str, list], dict[str, list]]:
+    """(the vocabularies without the AS_LAST_TRAINED_COLS values later than last_train_date's, which no train row
+    holds; those later values per column, which encode_features gives the last trained value's index)."""
     last = {"Year": last_train_date.year}
-    return {col: [value for value in values if col not in AS_LAST_TRAINED_COLS or value <= last[col]]
-            for col, values in vocabularies.items()}
+    later = {col: [value for value in vocabularies[col] if value > last[col]] for col in AS_LAST_TRAINED_COLS}
+    return ({col: [value for value in values if value not in later.get(col, ())]
+             for col, values in vocabularies.items()}, later)
 
 
 def vocab_sizes(vocabularies: Mapping[str, list]) -> dict[str, int]:
     return {col: len(values) + 1 for col, values in vocabularies.items()}
 
 
-def _index_of(col: str, values: list[Any]):
+def _index_of(col: str, values: list[Any], later: list[Any]):
+    """The index of col's value in values (i + 1), the last one's for a value in later, else unknown."""
     if not values:
         return F.lit(UNKNOWN_INDEX)
-    if _array_lookup(values):
-        # Position value - low in one literal array: constant time, where a map lookup scans the map's keys.
-        low, high = values[0], values[-1]
+    indices = [(value, i + 1) for i, value in enumerate(values)] + [(value, len(values)) for value in later]
+    if _array_lookup(values + later):
+        # Position value - low in one literal array: constant time, where a map lookup scans the map's keys. The
+        # later values only lengthen the array: the split writes' fused code is near HotSpot's size limit
+        # (tests/jobs/test_prepare_job.py).
+        low, high = values[0], max(values + later)
         table = [UNKNOWN_INDEX] * (high - low + 1)
-        for i, value in enumerate(values):
-            table[value - low] = i + 1
-        # Not F.least, which skips a null (a null stays unknown).
-        value = (F.when(F.col(col) > F.lit(high), F.lit(high)).otherwise(F.col(col)) if col in AS_LAST_TRAINED_COLS
-                 else F.col(col))
-        position = (value - F.lit(low) + F.lit(1)).cast("int")
-        index = F.when(value.between(low, high), F.element_at(_int_array(table), position))
+        for value, index in indices:
+            table[value - low] = index
+        position = (F.col(col) - F.lit(low) + F.lit(1)).cast("int")
+        index = F.when(F.col(col).between(low, high), F.element_at(_int_array(table), position))
     else:
-        mapping = F.create_map(*chain.from_iterable((F.lit(v), F.lit(i + 1)) for i, v in enumerate(values)))
+        mapping = F.create_map(*chain.from_iterable((F.lit(v), F.lit(i)) for v, i in indices))
         index = F.try_element_at(mapping, F.col(col))
     return F.coalesce(index, F.lit(UNKNOWN_INDEX))
 
@@ -85,13 +88,16 @@ def _array_lookup(values: list[Any]) -> bool:
             and values[-1] - values[0] < ARRAY_LOOKUP_MAX_SPAN)
 
 
-def _vocabulary_table(spark, col: str, values: list[Any], value_type: T.DataType) -> DataFrame:
+def _vocabulary_table(spark, col: str, values: list[Any], later: list[Any], value_type: T.DataType) -> DataFrame:
     schema = T.StructType([T.StructField(f"_value_{col}", value_type), T.StructField(f"_index_{col}", T.IntegerType())])
-    return spark.createDataFrame([(value, i + 1) for i, value in enumerate(values)], schema)
+    return spark.createDataFrame([(value, i + 1) for i, value in enumerate(values)]
+                                 + [(value, len(values)) for value in later], schema)
 
 
-def encode_features(df: DataFrame, vocabularies: Mapping[str, list]) -> DataFrame:
+def encode_features(df: DataFrame, vocabularies: Mapping[str, list],
+                    later_values: Mapping[str, list] | None = None) -> DataFrame:
     """Replace categorical values by their int32 vocabulary index and cast continuous columns to float32 (null -> 0).
+    later_values: per column, values encoded as the vocabulary's last (trained_vocabularies).
 
     The raw Store number is kept as StoreId. Integer vocabularies (Store, dates, counts) are literal arrays
     indexed by value; other small ones are literal maps; Spark scans a map's keys, so larger ones are looked up
@@ -100,11 +106,12 @@ def encode_features(df: DataFrame, vocabularies: Mapping[str, list]) -> DataFram
     df = df.withColumn(STORE_ID_COL, F.col("Store").cast("int"))
     joined = [col for col in CATEGORICAL_COLS
               if len(vocabularies[col]) > MAP_LOOKUP_MAX and not _array_lookup(vocabularies[col])]
+    later = {col: list((later_values or {}).get(col, [])) for col in CATEGORICAL_COLS}
     for col in joined:
-        table = _vocabulary_table(df.sparkSession, col, vocabularies[col], df.schema[col].dataType)
+        table = _vocabulary_table(df.sparkSession, col, vocabularies[col], later[col], df.schema[col].dataType)
         df = df.join(F.broadcast(table), F.col(col) == F.col(f"_value_{col}"), "left")
     index = {col: F.coalesce(F.col(f"_index_{col}"), F.lit(UNKNOWN_INDEX)) if col in joined
-             else _index_of(col, vocabularies[col]) for col in CATEGORICAL_COLS}
+             else _index_of(col, vocabularies[col], later[col]) for col in CATEGORICAL_COLS}
     helpers = {f"_value_{col}" for col in joined} | {f"_index_{col}" for col in joined}
     return df.select(
         *[c for c in df.columns if c not in FEATURE_COLS and c not in helpers],

@@ -337,8 +337,8 @@ def test_a_year_later_than_the_train_splits_last_is_encoded_as_that_year(spark):
     value_sets = {col: [] for col in encode.CATEGORICAL_COLS}
     value_sets.update({"Year": [2015, 2013, 2014], "Week": [52, 1, 5], "Store": [1, 2]})
     last_train = split.plan_windows(D("2015-01-31"), D("2015-02-01"), D("2015-03-20")).last_train_date()
-    vocabularies = encode.trained_vocabularies(encode.sorted_vocabularies(value_sets), last_train)
-    assert vocabularies["Year"] == [2013, 2014] and vocabularies["Week"] == [1, 5, 52]
+    vocabularies, later = encode.trained_vocabularies(encode.sorted_vocabularies(value_sets), last_train)
+    assert vocabularies["Year"] == [2013, 2014] and vocabularies["Week"] == [1, 5, 52] and later == {"Year": [2015]}
     assert encode.vocab_sizes(vocabularies)["Year"] == 3
     schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("Year", "Week", "Store") else T.StringType())
                            for c in encode.CATEGORICAL_COLS] + [T.StructField(c, T.DoubleType())
@@ -346,8 +346,12 @@ def test_a_year_later_than_the_train_splits_last_is_encoded_as_that_year(spark):
     rows = [(2013, 1), (2014, 52), (2015, 5), (2016, 53), (2012, 1), (None, 1)]
     df = spark.createDataFrame([tuple({"Year": y, "Week": w, "Store": 1}.get(f.name) for f in schema.fields)
                                 for y, w in rows], schema)
-    got = [(r.Year, r.Week) for r in encode.encode_features(df, vocabularies).collect()]
-    assert got == [(1, 1), (2, 3), (2, 2), (2, 0), (0, 1), (0, 1)]
+    got = [(r.Year, r.Week) for r in encode.encode_features(df, vocabularies, later).collect()]
+    # 2016 is no vocabulary row's value (every validation and horizon row is one): unknown, as before.
+    assert got == [(1, 1), (2, 3), (2, 2), (0, 0), (0, 1), (0, 1)]
+    # Through the literal map, as for a vocabulary too wide for an array: the same indices.
+    wide = {**vocabularies, "Year": [-100_000, 2013, 2014]}
+    assert [r.Year for r in encode.encode_features(df, wide, later).collect()] == [2, 3, 3, 0, 0, 0]
 
 
 def test_encoded_split_keeps_one_outcome_and_its_columns_with_the_log_label(spark):
