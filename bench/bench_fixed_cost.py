@@ -12,7 +12,7 @@ files). Merges the results per
 
     PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_fixed_cost.py --stores 30,1115 \
         [--storage local,s3] [--label after] [--repo PATH] [--epochs 10] [--launch-conf KEY=VALUE ...] \
-        [--workdir DIR] [--jobs prepare,train,predict]
+        [--workdir DIR] [--jobs prepare,train,predict] [--standalone-cluster]
 
 Before/after on one machine: `git worktree add /tmp/before <commit>`, run with `--repo /tmp/before --label before`,
 then without --repo as `--label after`, in one session. --launch-conf adds spark-submit --conf settings on top of
@@ -159,7 +159,7 @@ def job_steps(job: str, out: str) -> dict:
 
 
 def run_job(job: str, args: list[str], out: str, work: Path, repo: Path, launch_conf: dict[str, str],
-            proxy: CountingProxy | None) -> dict:
+            proxy: CountingProxy | None, master: str = "local[2]") -> dict:
     """spark-submit one job as the DAG does; everything this bench records about it."""
     event_dir = work / "events"
     event_dir.mkdir(parents=True, exist_ok=True)
@@ -168,7 +168,7 @@ def run_job(job: str, args: list[str], out: str, work: Path, repo: Path, launch_
             **launch_conf}
     jobs_bin = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{jobs_bin}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(repo)}
-    command = [str(jobs_bin / "spark-submit"), "--master", "local[2]", "--driver-memory", "2g"]
+    command = [str(jobs_bin / "spark-submit"), "--master", master, "--driver-memory", "2g"]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(repo / "rossmann_jobs" / f"{job}.py"), *args]
@@ -210,6 +210,23 @@ def derived_launch_conf(repo: Path, job: str, drop_dir: Path) -> dict[str, str]:
     return launch_settings.launch_conf(job, launch_settings.drop_rows(manifest))
 
 
+@contextlib.contextmanager
+def standalone_cluster(state_dir: Path):
+    """(master URL, its job settings): a Spark standalone master and two 1-core workers on 127.0.0.1
+    (scripts/stack), whose executors run the jobs venv's Python (this machine's, as the DAG's connection names
+    it), stopped afterwards."""
+    sys.path.insert(0, str(REPO / "scripts" / "stack"))
+    import stack as embedded
+
+    cluster = embedded.Stack(state_dir)
+    try:
+        master = embedded.start_spark_cluster(cluster, workers=2, cores=1, memory="2g")
+        yield master, {**embedded.spark_cluster_conf(cluster),
+                       "spark.pyspark.python": str(Path(sys.executable).parent / "python")}
+    finally:
+        embedded.stop_spark_cluster(cluster)
+
+
 def run_cell(stores: int, storage_kind: str, args: argparse.Namespace) -> dict:
     work = Path(args.workdir) / f"baseline-{stores}"
     config = scenario_config("baseline", stores, args.seed)
@@ -241,12 +258,16 @@ def run_cell(stores: int, storage_kind: str, args: argparse.Namespace) -> dict:
                     "predict": ["--model", model, "--features", features, "--raw", raw, "--out", predictions]}
         outs = {"prepare": features, "train": model, "predict": predictions}
         jobs = {}
-        for job in args.jobs:
-            launch = {} if not args.derived else derived_launch_conf(args.repo, job, drop_dir)
-            launch.update(args.launch_conf)
-            jobs[job] = {"launch_conf": launch,
-                         **run_job(job, job_args[job], outs[job], cell, args.repo, launch, proxy)}
+        with standalone_cluster(work / "cluster") if args.standalone_cluster else contextlib.nullcontext() as cluster:
+            master, cluster_conf = cluster or ("local[2]", {})
+            for job in args.jobs:
+                launch = {} if not args.derived else derived_launch_conf(args.repo, job, drop_dir)
+                launch.update(args.launch_conf)
+                jobs[job] = {"launch_conf": launch,
+                             **run_job(job, job_args[job], outs[job], cell, args.repo, {**cluster_conf, **launch},
+                                       proxy, master)}
     return {"label": args.label, "stores": stores, "storage": storage_kind, "as_of": args.as_of.isoformat(),
+            "master": "standalone cluster, 2 workers of 1 core" if args.standalone_cluster else "local[2]",
             "epochs": args.epochs, "train_rows": json.loads((drop_dir / "_SUCCESS").read_text())["files"]
             ["train.csv"]["rows"], "jobs": jobs, "total_wall_s": round(sum(j["wall_s"] for j in jobs.values()), 1),
             "total_cpu_s": round(sum(j["cpu_s"] for j in jobs.values()), 1),
@@ -286,6 +307,8 @@ def main() -> None:
     parser.add_argument("--launch-conf", action="append", default=[], help="KEY=VALUE for spark-submit --conf")
     parser.add_argument("--no-derived", dest="derived", action="store_false",
                         help="do not add the launch settings the DAG derives from the drop")
+    parser.add_argument("--standalone-cluster", action="store_true",
+                        help="run the jobs on a Spark standalone cluster of two 1-core workers started here")
     parser.add_argument("--workdir", default="/tmp/rossmann-fixed-cost")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     args = parser.parse_args()

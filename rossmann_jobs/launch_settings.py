@@ -7,7 +7,8 @@ rossmann_jobs/features/drop_manifest.py). Connection and task settings of the sa
 Why the JIT: every job is a cold JVM that generates and compiles a few hundred classes of Spark code for a few
 seconds of work. HotSpot's optimizing compiler (C2) then takes one of two cores away from the tasks, and on a small
 drop never pays off: C1 only (`-XX:TieredStopAtLevel=1`) halves a 30-store job's CPU time. On a large drop C2's
-faster code wins, so the default stays there (bench/RESULTS.md, "Fixed cost per run").
+faster code wins, so the default stays there (bench/RESULTS.md, "Fixed cost per run"). On a cluster the same holds
+for the executors' JVMs (bench/RESULTS.md, "C1 for a small drop's executors too").
 
 Why the class archive: before its first query, a cold Spark JVM loads and verifies some 15,000 classes. Mapped
 from a class-data-sharing archive (rossmann_jobs/class_archive.py builds it; scripts/setup_env.sh puts it in the
@@ -23,6 +24,7 @@ from typing import Any, Mapping
 from rossmann_jobs.job_protocol import JOBS
 
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+EXECUTOR_JAVA_OPTIONS = "spark.executor.extraJavaOptions"   # a cluster's executors (in local mode: the driver's JVM)
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 CLASS_ARCHIVE_ENV = "ROSSMANN_SPARK_CLASS_ARCHIVE"
 CLASS_ARCHIVE_NAME = "spark-classes.jsa"   # where scripts/setup_env.sh builds it: in the jobs environment's folder
@@ -55,10 +57,13 @@ def launch_conf(job: str, train_rows: int | None, environ: Mapping[str, str] = o
     """The job's launch settings for a drop of train_rows rows (None: unknown size, Spark's defaults)."""
     if job not in JOBS:
         raise ValueError(f"{job!r} is not one of the jobs {list(JOBS)}")
-    options = []
+    options, executor = [], {}
     if train_rows is not None and train_rows < C1_BELOW_TRAIN_ROWS[job]:
         options.append(C1_ONLY)
+        # A cluster's executors are cold JVMs with as little work as the driver's (local mode ignores it). Not the
+        # class archive: its path is on the driver's machine.
+        executor = {EXECUTOR_JAVA_OPTIONS: C1_ONLY}
     archive = class_archive(environ)
     if archive:
         options.append(f"-XX:SharedArchiveFile={archive}")
-    return {JAVA_OPTIONS: " ".join(options)} if options else {}
+    return {**({JAVA_OPTIONS: " ".join(options)} if options else {}), **executor}

@@ -295,12 +295,16 @@ def test_a_small_drops_jobs_launch_with_c1_only_and_configuration_still_wins(mon
         return commands[-1]
 
     small, large = C1_BELOW_TRAIN_ROWS["prepare"] - 1, C1_BELOW_TRAIN_ROWS["prepare"]
-    assert f"spark.driver.extraJavaOptions={C1_ONLY}" in command_for(small)
+    small_command = command_for(small)
+    assert f"spark.driver.extraJavaOptions={C1_ONLY}" in small_command
+    assert f"spark.executor.extraJavaOptions={C1_ONLY}" in small_command   # a cluster's executors too
     assert f"spark.driver.extraJavaOptions={C1_ONLY}" in command_for(C1_BELOW_TRAIN_ROWS["train"] - 1, job="train")
     assert "extraJavaOptions" not in command_for(large)
     assert "extraJavaOptions" not in command_for(None)   # an empty marker: size unknown
-    own = command_for(small, {"spark_conf": {"spark.driver.extraJavaOptions": "-Dmine=1"}})
+    own = command_for(small, {"spark_conf": {"spark.driver.extraJavaOptions": "-Dmine=1",
+                                             "spark.executor.extraJavaOptions": "-Dtheirs=1"}})
     assert "spark.driver.extraJavaOptions=-Dmine=1" in own and C1_ONLY not in own
+    assert "spark.executor.extraJavaOptions=-Dtheirs=1" in own
     # The machine's class archive (the embedded stack names it), for a drop of any size.
     archive = tmp_path / "classes.jsa"
     archive.write_bytes(b"x")

@@ -464,6 +464,7 @@ def test_launch_settings_follow_the_drop_manifest(tmp_path):
         C1_BELOW_TRAIN_ROWS,
         C1_ONLY,
         CLASS_ARCHIVE_ENV,
+        EXECUTOR_JAVA_OPTIONS,
         JAVA_OPTIONS,
         drop_rows,
         launch_conf,
@@ -475,14 +476,18 @@ def test_launch_settings_follow_the_drop_manifest(tmp_path):
     archive = tmp_path / "classes.jsa"
     with_archive, missing = {CLASS_ARCHIVE_ENV: str(archive)}, {CLASS_ARCHIVE_ENV: str(tmp_path / "absent.jsa")}
     archive.write_bytes(b"x")
+    # A small drop's driver and (on a cluster) executors compile with C1 only.
+    small = {JAVA_OPTIONS: C1_ONLY, EXECUTOR_JAVA_OPTIONS: C1_ONLY}
     for job in JOBS:
-        assert launch_conf(job, C1_BELOW_TRAIN_ROWS[job] - 1, {}) == {JAVA_OPTIONS: C1_ONLY}
+        assert launch_conf(job, C1_BELOW_TRAIN_ROWS[job] - 1, {}) == small
         assert launch_conf(job, C1_BELOW_TRAIN_ROWS[job], {}) == {}
         assert launch_conf(job, None, {}) == {}
-        # The class archive serves a job of any size; a named archive that is not there is left out.
-        assert launch_conf(job, 10, with_archive) == {JAVA_OPTIONS: f"{C1_ONLY} -XX:SharedArchiveFile={archive}"}
+        # The class archive serves the driver of a job of any size (its path is on the driver's machine); a named
+        # archive that is not there is left out.
+        assert launch_conf(job, 10, with_archive) == {**small,
+                                                      JAVA_OPTIONS: f"{C1_ONLY} -XX:SharedArchiveFile={archive}"}
         assert launch_conf(job, None, with_archive) == {JAVA_OPTIONS: f"-XX:SharedArchiveFile={archive}"}
-        assert launch_conf(job, 10, missing) == {JAVA_OPTIONS: C1_ONLY}
+        assert launch_conf(job, 10, missing) == small
     with pytest.raises(ValueError, match="not one of the jobs"):
         launch_conf("pepare", 10)
 
