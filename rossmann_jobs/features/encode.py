@@ -55,11 +55,16 @@ def vocab_sizes(vocabularies: Mapping[str, list]) -> dict[str, int]:
     return {col: len(values) + 1 for col, values in vocabularies.items()}
 
 
+def _value_indices(values: list[Any], later: list[Any]) -> list[tuple[Any, int]]:
+    """(value, index) of a vocabulary: i + 1 for values[i], the last one's index for a value in later."""
+    return [(value, i + 1) for i, value in enumerate(values)] + [(value, len(values)) for value in later]
+
+
 def _index_of(col: str, values: list[Any], later: list[Any]):
     """The index of col's value in values (i + 1), the last one's for a value in later, else unknown."""
     if not values:
         return F.lit(UNKNOWN_INDEX)
-    indices = [(value, i + 1) for i, value in enumerate(values)] + [(value, len(values)) for value in later]
+    indices = _value_indices(values, later)
     if _array_lookup(values + later):
         # Position value - low in one literal array: constant time, where a map lookup scans the map's keys. The
         # later values only lengthen the array: the split writes' fused code is near HotSpot's size limit
@@ -90,8 +95,7 @@ def _array_lookup(values: list[Any]) -> bool:
 
 def _vocabulary_table(spark, col: str, values: list[Any], later: list[Any], value_type: T.DataType) -> DataFrame:
     schema = T.StructType([T.StructField(f"_value_{col}", value_type), T.StructField(f"_index_{col}", T.IntegerType())])
-    return spark.createDataFrame([(value, i + 1) for i, value in enumerate(values)]
-                                 + [(value, len(values)) for value in later], schema)
+    return spark.createDataFrame(_value_indices(values, later), schema)
 
 
 def encode_features(df: DataFrame, vocabularies: Mapping[str, list],
