@@ -319,7 +319,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
                 lambda: [row.asDict() for row in accounting.outcome_summary(classified).collect()],
                 lambda: quarantined_rows(features, lookups, state_names))
         vocabularies, later_values = encode.trained_vocabularies(encode.sorted_vocabularies(
-            accounting.vocabulary_values(pass_metrics)), windows.last_train_date())
+            accounting.vocabulary_values(pass_metrics)), freshness.first_train_date(facts), windows.last_train_date())
         log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
         outcomes, problems = accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
         log.info("row outcomes per file: %s", outcomes)

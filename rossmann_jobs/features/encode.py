@@ -1,7 +1,7 @@
 """Vocabularies and the model encoding: categorical -> int32 index (0 = unknown), continuous -> float32, log label."""
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 from itertools import chain
 from typing import Any, Mapping
 
@@ -21,12 +21,14 @@ from rossmann_jobs.features.spec import (
 )
 from rossmann_jobs.output_layout import TEST_DIR, TRAIN_DIR, VALIDATION_DIR
 
-# Ordered columns whose values after the train split's last one take that one's index. A year the train split holds
-# no row of would have an embedding row that training never moves (random), and every forecast made from mid
-# November crosses into such a year, as do the validation window and the horizon from 1 January until the train
-# split reaches the new year (RECENT holds the last 48 days out): the new year is read as the last trained one, the
-# level the origin features carry (bench/RESULTS.md, session 26).
-AS_LAST_TRAINED_COLS = ("Year",)
+# Ordered columns whose values after the train split's last one take that one's index. A value no train row holds
+# would have an embedding row that training never moves (random). Every forecast made from mid November crosses into
+# a year with no train row, as do the validation window and the horizon from 1 January until the train split reaches
+# the new year (RECENT holds the last 48 days out): the new year is read as the last trained one, the level the origin
+# features carry (bench/RESULTS.md, session 26). Likely too ISO week 53 (late December, in one year of five or six:
+# 2015, 2020, 2026), which a history of two or three years seldom holds: it is read as week 52.
+AS_LAST_TRAINED_COLS = ("Year", "Week")
+LAST_ISO_WEEK, LONG_YEAR_WEEK = 52, 53
 MAP_LOOKUP_MAX = 64         # other vocabularies up to this size are encoded with a literal map, larger ones with a join
 ARRAY_LOOKUP_MAX_SPAN = 1 << 16   # integer vocabularies spanning up to this many values are an array lookup
 SPLIT_COLUMNS = {
@@ -41,11 +43,27 @@ def sorted_vocabularies(value_sets: Mapping[str, list]) -> dict[str, list]:
     return {col: sorted(value_sets[col]) for col in CATEGORICAL_COLS}
 
 
-def trained_vocabularies(vocabularies: Mapping[str, list],
+def has_iso_week_53(year: int) -> bool:
+    """Whether ISO year `year` has 53 weeks (28 December always lies in the year's last week)."""
+    return date(year, 12, 28).isocalendar().week == LONG_YEAR_WEEK
+
+
+def last_trained_values(first_date: date, last_train_date: date) -> dict[str, int]:
+    """Per AS_LAST_TRAINED_COLS column, the latest value a train row dated first_date .. last_train_date can hold:
+    last_train_date's year; ISO week 53 if one of such a week's days lies in that range, else 52. From the dates
+    alone, as the train split holds the days of its range that stores trade."""
+    long_weeks = [date.fromisocalendar(year, LONG_YEAR_WEEK, 1)
+                  for year in range(first_date.year - 1, last_train_date.year + 1) if has_iso_week_53(year)]
+    trained_53 = any(monday <= last_train_date and monday + timedelta(days=6) >= first_date for monday in long_weeks)
+    return {"Year": last_train_date.year, "Week": LONG_YEAR_WEEK if trained_53 else LAST_ISO_WEEK}
+
+
+def trained_vocabularies(vocabularies: Mapping[str, list], first_date: date | None,
                          last_train_date: date) -> tuple[dict[str, list], dict[str, list]]:
-    """(the vocabularies without the AS_LAST_TRAINED_COLS values later than last_train_date's, which no train row
-    holds; those later values per column, which encode_features gives the last trained value's index)."""
-    last = {"Year": last_train_date.year}
+    """(the vocabularies without the AS_LAST_TRAINED_COLS values later than any train row dated first_date (the
+    first train.csv row <= D; None: last_train_date) .. last_train_date holds (last_trained_values); those later
+    values per column, which encode_features gives the last trained value's index)."""
+    last = last_trained_values(first_date or last_train_date, last_train_date)
     later = {col: [value for value in vocabularies[col] if value > last[col]] for col in AS_LAST_TRAINED_COLS}
     return ({col: [value for value in values if value not in later.get(col, ())]
              for col, values in vocabularies.items()}, later)

@@ -29,18 +29,26 @@ log = logging.getLogger("rossmann.prepare")
 
 REPORTING_DAYS = 7
 LAST_TRAIN, TRAIN_AFTER, FIRST_PLAN, PLAN_NOT_AFTER = "last_train", "train_after", "first_plan", "plan_not_after"
+FIRST_TRAIN = "first_train"
 
 
 def freshness_facts(rows: DataFrame, as_of: date) -> DataFrame:
     """Per Store of the parseable sales rows (pipeline.sales_rows): the last train.csv date <= as_of, the number of
-    train.csv rows after it, the first test.csv date after it and the number of test.csv rows on or before it."""
+    train.csv rows after it, the first test.csv date after it, the number of test.csv rows on or before it, and the
+    first train.csv date (first_train_date)."""
     day, after = F.col("Date"), F.col("Date") > F.lit(as_of)
     train, plan = F.col(SOURCE) == "train", F.col(SOURCE) == "test"
     return (rows.filter(acceptable()).groupBy("Store")
             .agg(F.max(F.when(train & ~after, day)).alias(LAST_TRAIN),
                  F.count(F.when(train & after, 1)).alias(TRAIN_AFTER),
                  F.min(F.when(plan & after, day)).alias(FIRST_PLAN),
-                 F.count(F.when(plan & ~after, 1)).alias(PLAN_NOT_AFTER)))
+                 F.count(F.when(plan & ~after, 1)).alias(PLAN_NOT_AFTER),
+                 F.min(F.when(train & ~after, day)).alias(FIRST_TRAIN)))
+
+
+def first_train_date(stores: Sequence[Mapping[str, Any]]) -> date | None:
+    """The first train.csv date <= as_of over the stores' freshness_facts; None without one."""
+    return min((s[FIRST_TRAIN] for s in stores if s[FIRST_TRAIN] is not None), default=None)
 
 
 def stale_plan_examples(rows: DataFrame, as_of: date) -> list[str]:

@@ -337,8 +337,10 @@ def test_a_year_later_than_the_train_splits_last_is_encoded_as_that_year(spark):
     value_sets = {col: [] for col in encode.CATEGORICAL_COLS}
     value_sets.update({"Year": [2015, 2013, 2014], "Week": [52, 1, 5], "Store": [1, 2]})
     last_train = split.plan_windows(D("2015-01-31"), D("2015-02-01"), D("2015-03-20")).last_train_date()
-    vocabularies, later = encode.trained_vocabularies(encode.sorted_vocabularies(value_sets), last_train)
-    assert vocabularies["Year"] == [2013, 2014] and vocabularies["Week"] == [1, 5, 52] and later == {"Year": [2015]}
+    vocabularies, later = encode.trained_vocabularies(encode.sorted_vocabularies(value_sets), D("2013-01-01"),
+                                                      last_train)
+    assert vocabularies["Year"] == [2013, 2014] and vocabularies["Week"] == [1, 5, 52]
+    assert later == {"Year": [2015], "Week": []}
     assert encode.vocab_sizes(vocabularies)["Year"] == 3
     schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("Year", "Week", "Store") else T.StringType())
                            for c in encode.CATEGORICAL_COLS] + [T.StructField(c, T.DoubleType())
@@ -352,6 +354,45 @@ def test_a_year_later_than_the_train_splits_last_is_encoded_as_that_year(spark):
     # Through the literal map, as for a vocabulary too wide for an array: the same indices.
     wide = {**vocabularies, "Year": [-100_000, 2013, 2014]}
     assert [r.Year for r in encode.encode_features(df, wide, later).collect()] == [2, 3, 3, 0, 0, 0]
+
+
+@pytest.mark.parametrize("first, last_train, week_53_trained", [
+    (D("2013-01-01"), D("2015-12-27"), False),   # 2015's week 53 starts on Monday 28 December
+    (D("2013-01-01"), D("2015-12-28"), True),
+    (D("2016-01-03"), D("2016-05-01"), True),    # 3 January 2016 is the last day of 2015's week 53
+    (D("2016-01-04"), D("2016-05-01"), False),
+    (D("2024-03-01"), D("2026-10-10"), False),   # as of today's forecasts: 2026's week 53 lies ahead
+    (D("2019-03-01"), D("2026-10-10"), True),    # a history back to 2020's
+])
+def test_iso_week_53_counts_as_trained_only_if_the_train_range_holds_one_of_its_days(first, last_train,
+                                                                                    week_53_trained):
+    assert [year for year in range(2009, 2031) if encode.has_iso_week_53(year)] == [2009, 2015, 2020, 2026]
+    assert encode.last_trained_values(first, last_train) == {"Year": last_train.year,
+                                                               "Week": 53 if week_53_trained else 52}
+
+
+def test_an_untrained_week_53_is_encoded_as_week_52(spark):
+    """As of 2026-11-27 (a 53-week year) the horizon's 28 December .. 3 January are ISO week 53, which a history from
+    2024 holds no train row of: they take week 52's index, not an untrained embedding row."""
+    value_sets = {col: [] for col in encode.CATEGORICAL_COLS}
+    value_sets.update({"Year": [2024, 2025, 2026, 2027], "Week": list(range(1, 54)), "Store": [1]})
+    windows = split.plan_windows(D("2026-11-27"), D("2026-11-28"), D("2027-01-14"))
+    vocabularies, later = encode.trained_vocabularies(encode.sorted_vocabularies(value_sets), D("2024-03-01"),
+                                                      windows.last_train_date())
+    assert vocabularies["Week"] == list(range(1, 53)) and later["Week"] == [53]
+    assert later["Year"] == [2027] and encode.vocab_sizes(vocabularies)["Week"] == 53
+    schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("Year", "Week", "Store") else T.StringType())
+                           for c in encode.CATEGORICAL_COLS] + [T.StructField(c, T.DoubleType())
+                                                                 for c in encode.CONTINUOUS_COLS])
+    rows = [(2026, 52), (2026, 53), (2027, 53), (2027, 1)]
+    df = spark.createDataFrame([tuple({"Year": y, "Week": w, "Store": 1}.get(f.name) for f in schema.fields)
+                                for y, w in rows], schema)
+    assert [(r.Year, r.Week) for r in encode.encode_features(df, vocabularies, later).collect()] == [
+        (3, 52), (3, 52), (3, 52), (3, 1)]
+    # With 2020's week 53 in the train range, week 53 keeps its own index.
+    trained, none_later = encode.trained_vocabularies(encode.sorted_vocabularies(value_sets), D("2019-03-01"),
+                                                      windows.last_train_date())
+    assert trained["Week"] == list(range(1, 54)) and none_later["Week"] == []
 
 
 def test_encoded_split_keeps_one_outcome_and_its_columns_with_the_log_label(spark):
