@@ -1,0 +1,260 @@
+"""Why the horizon's forecast sits lower than the validation window's: error by lead, and two variants retrained.
+
+Reads cells that bench/bench_robustness.py ran (`<workdir>/<scenario>-<stores>/<label>/`: the prepared features and
+`runs/run`'s model and predictions, the drop under `drops/<as-of>`, the truth beside it) and scores the model's log
+error against the truth's expected sales by lead (validation rows seen from D - 48, horizon rows from D), then, with
+`--variants`, retrains each cell on changed features with the product's jobs and scores the horizon again:
+- `refit`: the train split plus the validation rows (every row up to D), the same training defaults: whether the
+  horizon's lower level is the model's staleness (its train rows end 48 days before D);
+- `holiday-clean`: the origin level features (features/recent_level.py) recomputed without the days within 2 days
+  of a state holiday (the rush before, the rebound after); `holiday-clean-balanced`: the same with each window's
+  level the mean of its weekdays' means, so the days left out do not tilt its weekday mix.
+Writes bench/out/horizon_level_<name>.json and prints the tables. Offline: no product code is changed.
+
+    PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_horizon_level.py \\
+        --workdir /work/bench-s25 --cells baseline-150:post:2015-07-31,mixed-150:post0531:2015-05-31 \\
+        [--variants refit,holiday-clean] [--name s27]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_forecast_truth as bft  # noqa: E402  (the bench's train-and-predict through spark-submit)
+
+from rossmann_jobs.features.recent_level import LEVEL_BLOCKS, ORIGIN_BLOCK_DAYS, TAIL_DAYS  # noqa: E402
+from rossmann_jobs.features.spec import ORIGIN_COLS  # noqa: E402
+
+LEVEL_NAMES = list(ORIGIN_COLS[1:])     # StoreLevel14d .. DayPromoLevel384d (LeadDays is unchanged)
+HOLIDAY_DAYS = 2
+QUANTILE_LEVELS = {"P10": 0.1, "P50": 0.5, "P90": 0.9}
+VARIANTS = ("refit", "holiday-clean", "holiday-clean-balanced")
+
+
+def committed_dir(out: Path, child: str) -> Path:
+    return next((out / "attempts").glob("*")) / child if child else next((out / "attempts").glob("*"))
+
+
+def truth(cell: Path) -> pd.DataFrame:
+    frame = pd.read_parquet(cell.parent / "drops.truth.expected.parquet").rename(columns={"Store": "StoreId"})
+    return frame.assign(Date=pd.to_datetime(frame.Date))[["StoreId", "Date", "ExpectedSales", "Sales"]]
+
+
+def predictions(run: Path) -> pd.DataFrame:
+    frame = pd.read_parquet(committed_dir(run / "predictions", "predictions"))
+    return frame.assign(Date=pd.to_datetime(frame.Date))
+
+
+def lead_errors(cell: Path, as_of: pd.Timestamp) -> pd.DataFrame:
+    """split, lead (days from the row's origin), err (log forecast / the truth's expected sales)."""
+    rows = predictions(cell / "runs" / "run").merge(truth(cell), on=["StoreId", "Date"])
+    rows = rows[(rows.SalesForecast > 0) & (rows.ExpectedSales > 0)]
+    origin_offset = np.where(rows.split == "test", 0, ORIGIN_BLOCK_DAYS)
+    return pd.DataFrame({"split": rows.split.values, "lead": (rows.Date - as_of).dt.days.values + origin_offset,
+                         "err": np.log(rows.SalesForecast / rows.ExpectedSales).values})
+
+
+def horizon_scores(cell: Path, run: Path) -> dict:
+    rows = predictions(run)
+    rows = rows[rows.split == "test"].merge(truth(cell), on=["StoreId", "Date"])
+    rows = rows[rows.Sales > 0]
+    err = np.log(rows.SalesForecast / rows.ExpectedSales)
+    covered = (rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)
+
+    def wql(prefix: str) -> float:
+        return float(np.mean([2 * np.sum(np.maximum(q * (rows.Sales - rows[f"{prefix}{n}"]),
+                                                    (q - 1) * (rows.Sales - rows[f"{prefix}{n}"]))) / rows.Sales.sum()
+                              for n, q in QUANTILE_LEVELS.items()]))
+    metrics = json.loads((committed_dir(run / "model", "metrics.json")).read_text())
+    return {"exp_rmspe": float(np.sqrt(np.mean(((rows.Sales - rows.SalesForecast) / rows.Sales) ** 2))),
+            "median_log_error": float(np.median(err)),
+            "median_log_error_by_lead_week": [round(float(v), 4) for v in err.groupby(rows.LeadWeek).median()],
+            "coverage": float(covered.mean()),
+            "coverage_by_lead_week": [round(float(v), 4) for v in covered.groupby(rows.LeadWeek).mean()],
+            "wql_vs_naive": wql("Sales") / wql("SalesBaseline") - 1,
+            "val_exp_rmspe": metrics["best_val_exp_rmspe"], "best_epoch": metrics["best_epoch"]}
+
+
+def copy_features(cell: Path, dest: Path) -> Path:
+    """A copy of the cell's committed features under dest/features; the attempt folder."""
+    source = committed_dir(cell / "features", "")
+    features = dest / "features"
+    shutil.rmtree(features, ignore_errors=True)
+    attempt = features / "attempts" / source.name
+    shutil.copytree(source, attempt)
+    shutil.copy(cell / "features" / "_SUCCESS", features / "_SUCCESS")
+    return attempt
+
+
+def with_validation_in_train(attempt: Path) -> None:
+    meta = json.loads((attempt / "metadata.json").read_text())
+    manifest = json.loads((attempt.parents[1] / "_SUCCESS").read_text())
+    for shard in meta["shards"]["validation"]:
+        name = "v-" + shard["file"]
+        shutil.copy(attempt / "validation" / shard["file"], attempt / "train" / name)
+        meta["shards"]["train"].append({**shard, "file": name})
+        manifest["files"].append(f"train/{name}")
+    meta["row_counts"]["train"] += meta["row_counts"]["validation"]
+    manifest["summary"]["row_counts"]["train"] = meta["row_counts"]["train"]
+    (attempt / "metadata.json").write_text(json.dumps(meta))
+    (attempt.parents[1] / "_SUCCESS").write_text(json.dumps(manifest))
+
+
+def clean_history(raw: Path, as_of: pd.Timestamp) -> pd.DataFrame:
+    """The history rows (Sales > 0, dated <= D) not within HOLIDAY_DAYS of a state holiday of their store (known
+    on D: train.csv up to D, test.csv's plan after it), with log sales, block and tail flag."""
+    train = pd.read_csv(raw / "train.csv", parse_dates=["Date"], dtype={"StateHoliday": str})
+    plan = pd.read_csv(raw / "test.csv", parse_dates=["Date"], dtype={"StateHoliday": str})
+    train = train[train.Date <= as_of]
+    holidays = pd.concat([train, plan])
+    holidays = holidays[holidays.StateHoliday.isin(["a", "b", "c"])][["Store", "Date"]]
+    near = pd.concat([holidays.assign(Date=holidays.Date + pd.Timedelta(days=d))
+                      for d in range(-HOLIDAY_DAYS, HOLIDAY_DAYS + 1)]).drop_duplicates().assign(near=True)
+    history = train[train.Sales > 0].merge(near, on=["Store", "Date"], how="left")
+    history = history[history.near.isna()].copy()
+    days_before = (as_of - history.Date).dt.days
+    return history.assign(log=np.log(history.Sales), block=days_before // ORIGIN_BLOCK_DAYS,
+                          tail=(days_before % ORIGIN_BLOCK_DAYS) < TAIL_DAYS)
+
+
+def clean_levels(history: pd.DataFrame, balanced: bool):
+    """A function (store, block of the row, weekday, promo) -> the level features seen from the block's origin,
+    with recent_level's fallbacks (a window without sales takes the next longer one, then the store's mean)."""
+    by = ["Store", "block", "DayOfWeek"] if balanced else ["Store", "block"]
+    sums = history.groupby(by).log.agg(["sum", "count"])
+    tails = history[history["tail"]].groupby(by).log.agg(["sum", "count"])
+    cells = history.groupby(["Store", "block", "DayOfWeek", "Promo"]).log.agg(["sum", "count"])
+    store_mean = history.groupby("Store").log.mean()
+    sums, tails, cells = (t.to_dict("index") for t in (sums, tails, cells))
+
+    def mean(table, keys) -> float | None:
+        found = [table[k] for k in keys if k in table]
+        count = sum(v["count"] for v in found)
+        return sum(v["sum"] for v in found) / count if count else None
+
+    def level(table, store, first, last) -> float | None:
+        if not balanced:
+            return mean(table, [(store, b) for b in range(first, last + 1)])
+        days = [m for m in (mean(table, [(store, b, d) for b in range(first, last + 1)]) for d in range(1, 8))
+                if m is not None]
+        return sum(days) / len(days) if days else None
+
+    def levels(store, block, weekday, promo) -> list[float]:
+        origin_block = block + 1
+        raw = [level(tails, store, origin_block, origin_block),
+               *[level(sums, store, origin_block, origin_block + n - 1) for n in LEVEL_BLOCKS]]
+        filled, fallback = [], float(store_mean.get(store, 0.0))
+        for value in reversed(raw):
+            fallback = value if value is not None else fallback
+            filled.insert(0, fallback)
+        day_promo = mean(cells, [(store, b, weekday, promo)
+                                 for b in range(origin_block, origin_block + LEVEL_BLOCKS[-1])])
+        return [*filled, day_promo if day_promo is not None else filled[-1]]
+    return levels
+
+
+def with_clean_levels(attempt: Path, raw: Path, as_of: pd.Timestamp, balanced: bool) -> float:
+    """Rewrites every split's level features in place (same files, rows and schema); the largest change."""
+    levels = clean_levels(clean_history(raw, as_of), balanced)
+    keys = pd.concat([pd.read_csv(raw / name, parse_dates=["Date"], usecols=["Store", "Date", "DayOfWeek", "Promo"])
+                      for name in ("train.csv", "test.csv")])
+    keys = keys.rename(columns={"Store": "StoreId"}).drop_duplicates(["StoreId", "Date"])
+    cache, largest = {}, 0.0
+    for part in sorted(attempt.glob("*/part-*.parquet")):
+        table = pq.read_table(part)
+        rows = table.select(["StoreId", "Date"]).to_pandas().assign(Date=lambda f: pd.to_datetime(f.Date))
+        rows = rows.merge(keys, on=["StoreId", "Date"], how="left")
+        blocks = np.where(rows.Date > as_of, -1, (as_of - rows.Date).dt.days // ORIGIN_BLOCK_DAYS)
+        for key in set(zip(rows.StoreId, blocks, rows.DayOfWeek, rows.Promo)) - cache.keys():
+            cache[key] = levels(*key)
+        values = np.array([cache[key] for key in zip(rows.StoreId, blocks, rows.DayOfWeek, rows.Promo)],
+                          dtype=np.float32)
+        for index, name in enumerate(LEVEL_NAMES):
+            column = values[:, index] if len(values) else np.zeros(0, dtype=np.float32)
+            old = table.column(name).to_numpy()
+            largest = max(largest, float(np.max(np.abs(old - column))) if len(column) else 0.0)
+            table = table.set_column(table.schema.get_field_index(name), table.schema.field(name),
+                                     pa.array(column, pa.float32()))
+        pq.write_table(table, part)
+    # The parts changed: their Hadoop checksum files would no longer match (Spark would refuse to read them).
+    manifest_path = attempt.parents[1] / "_SUCCESS"
+    manifest = json.loads(manifest_path.read_text())
+    for crc in attempt.glob("*/.part-*.crc"):
+        crc.unlink()
+    manifest["files"] = [f for f in manifest["files"] if not f.split("/")[-1].startswith(".part-")]
+    manifest_path.write_text(json.dumps(manifest))
+    return largest
+
+
+def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdir: Path) -> dict:
+    dest = workdir / "horizon-level" / f"{variant}-{cell.parent.name}-{cell.name}"
+    attempt = copy_features(cell, dest)
+    facts = {}
+    if variant == "refit":
+        with_validation_in_train(attempt)
+    else:
+        facts["largest_level_change"] = with_clean_levels(attempt, raw, as_of, variant.endswith("balanced"))
+    run = bft.train_and_predict(dest, "run", str(raw), str(dest / "features"), ["--num-proc", "2"])
+    return {**facts, "train_s": run["timings_s"]["train"], **horizon_scores(cell, bft.run_dir(dest, "run"))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, required=True, help="bench_robustness.py's --workdir")
+    parser.add_argument("--cells", required=True, help="scenario-stores:label:as-of, comma-separated")
+    parser.add_argument("--variants", default="", help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--name", default="try")
+    args = parser.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    if set(variants) - set(VARIANTS):
+        parser.error(f"--variants: {sorted(set(variants) - set(VARIANTS))} unknown")
+    record = {"cells": {}}
+    pooled = []
+    for spec in args.cells.split(","):
+        scenario, label, day = spec.split(":")
+        cell, as_of = args.workdir / scenario / label, pd.Timestamp(day)
+        raw = args.workdir / scenario / "drops" / day
+        errors = lead_errors(cell, as_of)
+        pooled.append(errors)
+        fits = {split: np.polyfit(g.lead, g.err, 1) for split, g in errors.groupby("split")}
+        entry = {"as_of": day, "lead_fit": {split: {"at_lead_1": float(k[1] + k[0]), "change_over_48_days":
+                                                    float(48 * k[0])} for split, k in fits.items()},
+                 "product": horizon_scores(cell, cell / "runs" / "run")}
+        for variant in variants:
+            print(f"== {spec}: {variant}", flush=True)
+            entry[variant] = run_variant(cell, raw, as_of, variant, args.workdir)
+        record["cells"][spec] = entry
+    both = pd.concat(pooled)
+    record["median_error_by_lead_pooled"] = {split: [round(float(v), 4) for v in g.groupby("lead").err.median()]
+                                             for split, g in both.groupby("split")}
+    out = Path(__file__).resolve().parent / "out" / f"horizon_level_{args.name}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(record, indent=1))
+    print("\n| cell | validation: error at lead 1, change over 48 days | horizon: the same |")
+    print("|---|---|---|")
+    for spec, entry in record["cells"].items():
+        fit = entry["lead_fit"]
+        print(f"| {spec} | {fit['validation']['at_lead_1']:+.3f}, {fit['validation']['change_over_48_days']:+.3f} "
+              f"| {fit['test']['at_lead_1']:+.3f}, {fit['test']['change_over_48_days']:+.3f} |")
+    print("\n| cell | run | exp-RMSPE | median log error | by lead week | P10-P90 coverage | wQL vs naive |")
+    print("|---|---|---:|---:|---|---:|---:|")
+    for spec, entry in record["cells"].items():
+        for run in ("product", *variants):
+            s = entry[run]
+            print(f"| {spec} | {run} | {s['exp_rmspe']:.4f} | {s['median_log_error']:+.3f} | "
+                  f"{' '.join(f'{v:+.3f}' for v in s['median_log_error_by_lead_week'])} | {100 * s['coverage']:.1f} % "
+                  f"| {100 * s['wql_vs_naive']:+.1f} % |")
+    print(f"\nJSON: {out}")
+
+
+if __name__ == "__main__":
+    main()
