@@ -37,11 +37,34 @@ status=0
 echo "== set-up done in $((SECONDS - started)) s"
 echo "== lint: ruff ([tool.ruff] in pyproject.toml)"
 .venvs/jobs/bin/ruff check . || status=$?
+# The whole suite's compose end-to-end run (scripts/compose_e2e.sh: image builds, the stack, a DAG run with a worker
+# killed) runs beside the job side: each side leaves about a quarter of the 2 cores idle (JVM and stack start-ups,
+# waits), and the run needs nothing the job side makes. tests/dag/test_compose_e2e.py checks its evidence
+# (ROSSMANN_COMPOSE_E2E_DIR); with pytest arguments it runs the script itself, if selected. The Airflow side starts
+# once the run has ended, so that no two stacks overlap. 75 min: the test's own limit for the script.
+compose_run=""
+if [ $# -eq 0 ]; then
+  ROSSMANN_COMPOSE_E2E_DIR=$(mktemp -d)
+  export ROSSMANN_COMPOSE_E2E_DIR
+  trap 'rm -f "$SYSTEM_SETUP_LOG"; rm -rf "$ROSSMANN_COMPOSE_E2E_DIR"' EXIT
+  ( set +e
+    timeout -k 60 4500 bash scripts/compose_e2e.sh --evidence "$ROSSMANN_COMPOSE_E2E_DIR/evidence.json" \
+      --kill-worker-during-train >"$ROSSMANN_COMPOSE_E2E_DIR/output.log" 2>&1
+    echo $? >"$ROSSMANN_COMPOSE_E2E_DIR/exit_code" ) &
+  compose_run=$!
+  echo "== compose end-to-end run: started beside the job side (scripts/compose_e2e.sh)"
+fi
 # Each side reports its tests as they run; --durations says where the time went.
 part=$SECONDS
 echo "== tests: job side (.venvs/jobs)"
 .venvs/jobs/bin/python -m pytest tests/jobs -p no:cacheprovider --durations=15 "$@" || status=$?
 echo "== job side done in $((SECONDS - part)) s"
+if [ -n "$compose_run" ]; then
+  part=$SECONDS
+  wait_for "$compose_run" "the compose end-to-end run" || true
+  echo "== compose end-to-end run: ended (exit $(cat "$ROSSMANN_COMPOSE_E2E_DIR/exit_code" 2>/dev/null || echo none)," \
+       "$((SECONDS - part)) s after the job side); tests/dag/test_compose_e2e.py checks it"
+fi
 part=$SECONDS
 echo "== tests: Airflow side (.venvs/airflow)"
 .venvs/airflow/bin/python -m pytest tests/dag -p no:cacheprovider --durations=15 "$@" || status=$?
