@@ -219,12 +219,9 @@ def standalone_cluster(state_dir: Path):
     import stack as embedded
 
     cluster = embedded.Stack(state_dir)
-    try:
-        master = embedded.start_spark_cluster(cluster, workers=2, cores=1, memory="2g")
+    with embedded.running_spark_cluster(cluster, workers=2, cores=1, memory="2g") as master:
         yield master, {**embedded.spark_cluster_conf(cluster),
                        "spark.pyspark.python": str(Path(sys.executable).parent / "python")}
-    finally:
-        embedded.stop_spark_cluster(cluster)
 
 
 def run_cell(stores: int, storage_kind: str, args: argparse.Namespace) -> dict:

@@ -14,6 +14,7 @@ and prints a table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -156,11 +157,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         cluster = embedded.Stack(Path(tmp) / "cluster") if args.standalone_cluster else None
-        try:
-            extra_conf = None
-            if cluster:
-                master = embedded.start_spark_cluster(cluster, workers=args.num_proc, cores=1, memory="2g")
-                extra_conf = {"spark.master": master, **embedded.spark_cluster_conf(cluster)}
+        with (embedded.running_spark_cluster(cluster, workers=args.num_proc, cores=1, memory="2g") if cluster
+              else contextlib.nullcontext()) as cluster_master:
+            extra_conf = {"spark.master": cluster_master, **embedded.spark_cluster_conf(cluster)} if cluster else None
             spark = build_spark_session("rossmann-bench-train", extra_conf)
             master = spark.sparkContext.master
             load_before = os.getloadavg()
@@ -175,9 +174,6 @@ def main() -> None:
                                          prefix_output_with_timestamp=True)
             wall = time.perf_counter() - started
             spark.stop()
-        finally:
-            if cluster:
-                embedded.stop_spark_cluster(cluster)
 
     rows = [summarise(name, [rank["results"][name] for rank in per_rank], args)
             for name in per_rank[0]["results"]]

@@ -71,6 +71,7 @@ from stack_s3 import (  # noqa: F401  (the stack's API: tests and scripts use st
 from stack_spark import (  # noqa: F401  (the stack's API: tests and scripts use stack.<name>)
     DEFAULT_SPARK_PORT,
     EXECUTOR_ENV_ALIAS,
+    running_spark_cluster,
     spark_cluster_conf,
     spark_cluster_status,
     spark_master_url,

@@ -1,6 +1,7 @@
 """A Spark standalone cluster on loopback: a master and workers, for running the jobs as on a real cluster."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -8,6 +9,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 from stack_processes import running_pid, start_process, stop_processes, wait_http
 from stack_state import JOBS_BIN, Stack, free_port
@@ -93,6 +95,16 @@ def stop_spark_cluster(stack: Stack) -> list[str]:
     workers = int(stack.read_state("spark-workers") or 0)
     stopped = stop_processes(stack, [f"spark-worker-{index}" for index in range(1, workers + 1)])
     return stopped + stop_processes(stack, ["spark-master"])
+
+
+@contextlib.contextmanager
+def running_spark_cluster(stack: Stack, workers: int = 2, cores: int = 1, memory: str = "2g") -> Iterator[str]:
+    """start_spark_cluster for a with block: yields the master URL and stops the cluster on the way out, whether
+    the block failed or not."""
+    try:
+        yield start_spark_cluster(stack, workers, cores, memory)
+    finally:
+        stop_spark_cluster(stack)
 
 
 def spark_cluster_conf(stack: Stack, executor_memory: str = "1g",

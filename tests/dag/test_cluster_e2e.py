@@ -65,11 +65,8 @@ KILL_TO_FAILURE_S = 120
 @pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory):
     state = embedded.Stack(tmp_path_factory.mktemp("spark-cluster"))
-    try:
-        master = embedded.start_spark_cluster(state, workers=2, cores=1, memory="2g")
+    with embedded.running_spark_cluster(state, workers=2, cores=1, memory="2g") as master:
         yield state, master
-    finally:
-        embedded.stop_spark_cluster(state)
 
 
 @pytest.fixture(scope="module")
