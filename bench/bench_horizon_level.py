@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_forecast_truth as bft  # noqa: E402  (the bench's train-and-predict through spark-submit)
 
+from rossmann_jobs import storage  # noqa: E402
 from rossmann_jobs.features.recent_level import LEVEL_BLOCKS, ORIGIN_BLOCK_DAYS, TAIL_DAYS  # noqa: E402
 from rossmann_jobs.features.spec import ORIGIN_COLS  # noqa: E402
 
@@ -40,8 +41,9 @@ QUANTILE_LEVELS = {"P10": 0.1, "P50": 0.5, "P90": 0.9}
 VARIANTS = ("refit", "holiday-clean", "holiday-clean-balanced")
 
 
-def committed_dir(out: Path, child: str) -> Path:
-    return next((out / "attempts").glob("*")) / child if child else next((out / "attempts").glob("*"))
+def committed_dir(out: Path) -> Path:
+    """The attempt folder that out's _SUCCESS manifest names (the committed one, not any attempt on disk)."""
+    return Path(storage.committed_uri(str(out)))
 
 
 def truth(cell: Path) -> pd.DataFrame:
@@ -50,7 +52,7 @@ def truth(cell: Path) -> pd.DataFrame:
 
 
 def predictions(run: Path) -> pd.DataFrame:
-    frame = pd.read_parquet(committed_dir(run / "predictions", "predictions"))
+    frame = pd.read_parquet(committed_dir(run / "predictions") / "predictions")
     return frame.assign(Date=pd.to_datetime(frame.Date))
 
 
@@ -74,7 +76,7 @@ def horizon_scores(cell: Path, run: Path) -> dict:
         return float(np.mean([2 * np.sum(np.maximum(q * (rows.Sales - rows[f"{prefix}{n}"]),
                                                     (q - 1) * (rows.Sales - rows[f"{prefix}{n}"]))) / rows.Sales.sum()
                               for n, q in QUANTILE_LEVELS.items()]))
-    metrics = json.loads((committed_dir(run / "model", "metrics.json")).read_text())
+    metrics = json.loads((committed_dir(run / "model") / "metrics.json").read_text())
     return {"exp_rmspe": float(np.sqrt(np.mean(((rows.Sales - rows.SalesForecast) / rows.Sales) ** 2))),
             "median_log_error": float(np.median(err)),
             "median_log_error_by_lead_week": [round(float(v), 4) for v in err.groupby(rows.LeadWeek).median()],
@@ -86,7 +88,7 @@ def horizon_scores(cell: Path, run: Path) -> dict:
 
 def copy_features(cell: Path, dest: Path) -> Path:
     """A copy of the cell's committed features under dest/features; the attempt folder."""
-    source = committed_dir(cell / "features", "")
+    source = committed_dir(cell / "features")
     features = dest / "features"
     shutil.rmtree(features, ignore_errors=True)
     attempt = features / "attempts" / source.name

@@ -331,6 +331,15 @@ def test_large_vocabularies_are_arrays_for_integers_and_joins_for_strings(spark)
     assert sorted(got) == [(999, 0, 0), (1003, 2, 43), (1004, 0, 0), (2497, 500, 100)]
 
 
+def year_week_rows(spark, rows):
+    """Feature rows of store 1 with the given (Year, Week) pairs: integer Year, Week and Store, other columns null."""
+    schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("Year", "Week", "Store") else T.StringType())
+                           for c in encode.CATEGORICAL_COLS] + [T.StructField(c, T.DoubleType())
+                                                                 for c in encode.CONTINUOUS_COLS])
+    return spark.createDataFrame([tuple({"Year": y, "Week": w, "Store": 1}.get(f.name) for f in schema.fields)
+                                  for y, w in rows], schema)
+
+
 def test_a_year_later_than_the_train_splits_last_is_encoded_as_that_year(spark):
     """As of 2015-01-31 the train split ends on 2014-12-14: the validation window's and the horizon's 2015 has no
     train row, so it takes 2014's index, never an untrained one; earlier years and other columns are untouched."""
@@ -342,12 +351,7 @@ def test_a_year_later_than_the_train_splits_last_is_encoded_as_that_year(spark):
     assert vocabularies["Year"] == [2013, 2014] and vocabularies["Week"] == [1, 5, 52]
     assert later == {"Year": [2015], "Week": []}
     assert encode.vocab_sizes(vocabularies)["Year"] == 3
-    schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("Year", "Week", "Store") else T.StringType())
-                           for c in encode.CATEGORICAL_COLS] + [T.StructField(c, T.DoubleType())
-                                                                 for c in encode.CONTINUOUS_COLS])
-    rows = [(2013, 1), (2014, 52), (2015, 5), (2016, 53), (2012, 1), (None, 1)]
-    df = spark.createDataFrame([tuple({"Year": y, "Week": w, "Store": 1}.get(f.name) for f in schema.fields)
-                                for y, w in rows], schema)
+    df = year_week_rows(spark, [(2013, 1), (2014, 52), (2015, 5), (2016, 53), (2012, 1), (None, 1)])
     got = [(r.Year, r.Week) for r in encode.encode_features(df, vocabularies, later).collect()]
     # 2016 is no vocabulary row's value (every validation and horizon row is one): unknown, as before.
     assert got == [(1, 1), (2, 3), (2, 2), (0, 0), (0, 1), (0, 1)]
@@ -381,12 +385,7 @@ def test_an_untrained_week_53_is_encoded_as_week_52(spark):
                                                       windows.last_train_date())
     assert vocabularies["Week"] == list(range(1, 53)) and later["Week"] == [53]
     assert later["Year"] == [2027] and encode.vocab_sizes(vocabularies)["Week"] == 53
-    schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("Year", "Week", "Store") else T.StringType())
-                           for c in encode.CATEGORICAL_COLS] + [T.StructField(c, T.DoubleType())
-                                                                 for c in encode.CONTINUOUS_COLS])
-    rows = [(2026, 52), (2026, 53), (2027, 53), (2027, 1)]
-    df = spark.createDataFrame([tuple({"Year": y, "Week": w, "Store": 1}.get(f.name) for f in schema.fields)
-                                for y, w in rows], schema)
+    df = year_week_rows(spark, [(2026, 52), (2026, 53), (2027, 53), (2027, 1)])
     assert [(r.Year, r.Week) for r in encode.encode_features(df, vocabularies, later).collect()] == [
         (3, 52), (3, 52), (3, 52), (3, 1)]
     # With 2020's week 53 in the train range, week 53 keeps its own index.
