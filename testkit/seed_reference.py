@@ -13,7 +13,7 @@ import pyspark.sql.functions as F
 import pyspark.sql.types as T
 from pyspark import Row
 
-from rossmann_jobs.features.spec import CATEGORICAL_COLS
+from rossmann_jobs.features.spec import SEED_CATEGORICAL_COLS as CATEGORICAL_COLS  # nor near-event days
 from rossmann_jobs.features.spec import SEED_CONTINUOUS_COLS as CONTINUOUS_COLS  # the seed has no origin features
 
 

@@ -1,10 +1,14 @@
-"""Event flags and the Before<Event>/After<Event> day counts per store, computed with window functions."""
+"""Event flags, the Before<Event>/After<Event> day counts and the near-event days per store, by window functions."""
 from __future__ import annotations
 
 from typing import Mapping
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+
+# DaysTo<Event>/DaysSince<Event> (spec.NEAR_EVENT_COLS) stop at a week: the run-up to an event and the recovery
+# after it, day by day; further away, or with no event known on that side, the value is the cap itself.
+NEAR_EVENT_DAYS = 7
 
 
 def event_flags() -> dict[str, Column]:
@@ -20,11 +24,14 @@ def flag_events(df: DataFrame) -> DataFrame:
 
 def add_elapsed(df: DataFrame, eligible: Column, events: Mapping[str, Column] | None = None,
                 same_pass: Mapping[str, Column] | None = None) -> DataFrame:
-    """Add After<event> (>= 0) and Before<event> (<= 0) day counts per Store over the eligible rows.
+    """Add After<event> (>= 0) and Before<event> (<= 0) day counts per Store over the eligible rows, and
+    DaysSince<event> / DaysTo<event> (0 .. NEAR_EVENT_DAYS).
 
     After = days since the latest event on or before the row's date, or since the store's first eligible date if
     there is none; Before = minus the days until the next event on or after the row's date, or until the store's
-    last eligible date. An event on the same date counts for every row of that date, so ties are deterministic.
+    last eligible date (the seed's counts). DaysSince / DaysTo are the same distances capped at NEAR_EVENT_DAYS,
+    and the cap where no eligible row holds such an event: the end of the horizon's plan is not an event (the seed's
+    Before counts down to it). An event on the same date counts for every row of that date, so ties are deterministic.
     Rows that are not eligible neither contribute nor get meaningful values. same_pass: more window columns over
     (Store; Date) for the same Window operator (one sort serves them all).
     """
@@ -48,4 +55,11 @@ def add_elapsed(df: DataFrame, eligible: Column, events: Mapping[str, Column] | 
             F.expr(f"lead({event_date}) IGNORE NULLS").over(ascending))
         elapsed["After" + col] = F.datediff("Date", F.coalesce(latest, first_date))
         elapsed["Before" + col] = F.datediff("Date", F.coalesce(upcoming, last_date))
+        elapsed["DaysSince" + col] = near_event_days(F.datediff("Date", latest))
+        elapsed["DaysTo" + col] = near_event_days(F.datediff(upcoming, "Date"))
     return dated.withColumns({**elapsed, **(same_pass or {})}).drop(*event_dates.values())
+
+
+def near_event_days(days: Column) -> Column:
+    """days (>= 0, null without an event) capped at NEAR_EVENT_DAYS, the cap for null."""
+    return F.least(F.coalesce(days, F.lit(NEAR_EVENT_DAYS)), F.lit(NEAR_EVENT_DAYS)).cast("int")

@@ -65,9 +65,10 @@ SERIES, TREND_VALUE = "_series", "_trend_value"                       # columns 
 DRIFT_FROM, DRIFT_TO, DRIFT = "_drift_from", "_drift_to", "_drift"   # season_drift_table (week starts, log change)
 
 SALES_RULE = ("train/validation: train.csv rows dated <= as_of; test: test.csv rows dated > as_of (the plan, known "
-              "at as_of); vocabularies, max_sales and Before/After day counts use only those rows (train.csv rows "
-              "after as_of feed nothing); a Year later than the train split's last, and an ISO week 53 the train split "
-              "holds no day of, are encoded as that year and as week 52, whose embeddings training learnt")
+              "at as_of); vocabularies, max_sales, Before/After day counts and near-event days use only those rows "
+              "(train.csv rows after as_of feed nothing); a Year later than the train split's last, and an ISO week 53 "
+              "the train split holds no day of, are encoded as that year and as week 52, whose embeddings training "
+              "learnt")
 RULES = {
     SEED: {
         "sales_rows": SALES_RULE,

@@ -8,11 +8,18 @@ Column names and order follow Horovod's keras_spark_rossmann examples. In the pr
 - the raw keys KEY_COLS are kept beside the features for reporting (Store id, Date; Id and Open on test rows).
 """
 
-CATEGORICAL_COLS = [
+SEED_CATEGORICAL_COLS = [
     "Store", "State", "DayOfWeek", "Year", "Month", "Day", "Week", "CompetitionMonthsOpen", "Promo2Weeks",
     "StoreType", "Assortment", "PromoInterval", "CompetitionOpenSinceYear", "Promo2SinceYear", "Events",
     "Promo", "StateHoliday", "SchoolHoliday",
 ]
+
+# Days to the next and since the last promo, state holiday and school holiday, capped at a week (elapsed.py), as
+# categories: the seed's Before/After counts are continuous and unbounded (-195 .. 0), so their batch-normalized
+# values barely tell the day before a holiday from the week before, and the rush there went unlearnt (RESULTS.md).
+NEAR_EVENT_COLS = ["DaysToPromo", "DaysSincePromo", "DaysToStateHoliday", "DaysSinceStateHoliday",
+                   "DaysToSchoolHoliday", "DaysSinceSchoolHoliday"]
+CATEGORICAL_COLS = SEED_CATEGORICAL_COLS + NEAR_EVENT_COLS
 
 SEED_CONTINUOUS_COLS = [
     "CompetitionDistance", "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Max_Humidity",

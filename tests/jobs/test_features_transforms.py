@@ -83,6 +83,27 @@ def test_elapsed_uses_the_raw_event_columns_by_default(spark):
                                                                                          (1, 0, 2)]
 
 
+def test_near_event_days_are_capped_and_the_data_end_is_not_an_event(spark):
+    cap = elapsed.NEAR_EVENT_DAYS
+    days = [D("2015-03-01") + timedelta(days=i) for i in range(cap + 6)]
+    promo_on = {1, cap + 4}          # further apart than the cap, so both sides reach it in between
+    hidden = cap + 2                 # a promo on a row that is not eligible (after as-of): nobody sees it
+    rows = [(1, d, i in promo_on or i == hidden) for i, d in enumerate(days)]
+    df = spark.createDataFrame(rows, "Store int, Date date, Promo boolean")
+    out = {r.Date: r for r in elapsed.add_elapsed(df, F.col("Date") != F.lit(days[hidden]), promo_only()).collect()}
+    since = [out[d].DaysSincePromo for i, d in enumerate(days) if i != hidden]
+    to = [out[d].DaysToPromo for i, d in enumerate(days) if i != hidden]
+    expected_since = [min(i - max((e for e in promo_on if e <= i), default=-10 ** 6), cap)
+                      for i in range(len(days)) if i != hidden]
+    expected_to = [min(min((e for e in promo_on if e >= i), default=10 ** 6) - i, cap)
+                   for i in range(len(days)) if i != hidden]
+    assert since == expected_since and to == expected_to
+    assert since[0] == cap and to[0] == 1 and to[1] == 0            # no earlier event: the cap
+    # After the last event the seed's Before counts down to the data's last day as if it held one; DaysTo does not.
+    assert out[days[-1]].BeforePromo == 0 and out[days[-1]].DaysToPromo == cap
+    assert {type(v) for v in since + to} == {int}
+
+
 def test_flag_events_treats_only_zero_as_no_event(spark):
     df = spark.createDataFrame([(0, "0", 0), (1, "a", 1), (1, "c", 0), (None, None, None)],
                                "Promo int, StateHoliday string, SchoolHoliday int")
@@ -329,6 +350,22 @@ def test_large_vocabularies_are_arrays_for_integers_and_joins_for_strings(spark)
                                 for s, e in rows], schema)
     got = [(r.StoreId, r.Store, r.Events) for r in encode.encode_features(df, vocabularies).collect()]
     assert sorted(got) == [(999, 0, 0), (1003, 2, 43), (1004, 0, 0), (2497, 500, 100)]
+
+
+def test_a_vocabulary_of_consecutive_integers_encodes_by_offset(spark):
+    value_sets = {col: [] for col in encode.CATEGORICAL_COLS}
+    value_sets.update({"DaysToStateHoliday": list(range(elapsed.NEAR_EVENT_DAYS, -1, -1)), "Month": [3, 4, 6]})
+    vocabularies = encode.sorted_vocabularies(value_sets)
+    schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("DaysToStateHoliday", "Month") else
+                                         T.StringType()) for c in encode.CATEGORICAL_COLS]
+                          + [T.StructField(c, T.DoubleType()) for c in encode.CONTINUOUS_COLS])
+    cap = elapsed.NEAR_EVENT_DAYS
+    rows = [(0, 3), (cap, 4), (cap + 1, 5), (-1, 6), (None, 7)]
+    df = spark.createDataFrame([tuple({"DaysToStateHoliday": d, "Month": m}.get(f.name) for f in schema.fields)
+                                for d, m in rows], schema)
+    got = [(r.DaysToStateHoliday, r.Month) for r in encode.encode_features(df, vocabularies).collect()]
+    # 0 .. cap are indices 1 .. cap + 1; outside the range or null: unknown. Month [3, 4, 6] has a gap: its array.
+    assert got == [(1, 1), (cap + 1, 2), (0, 0), (0, 3), (0, 0)]
 
 
 def year_week_rows(spark, rows):

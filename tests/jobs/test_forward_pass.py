@@ -38,6 +38,14 @@ def trained_like():
         elif values:
             values = [v + rng.normal(0, 0.2, v.shape) for v in values]
         layer.set_weights([np.asarray(v, dtype=np.float32) for v in values])
+    # Centre the output unit on the rows' median: random weights can put every row on the sigmoid's flat tail,
+    # where rows no longer differ and a wrong layer would not show.
+    output = model.get_layer("sigmoid")
+    hidden = tf.keras.Model(model.inputs, output.input)
+    rows = feature_table(500, np.random.default_rng(7)).to_pandas()
+    kernel, bias = output.get_weights()
+    before = hidden.predict({c: rows[c].to_numpy().reshape(-1, 1) for c in FEATURE_COLS}, verbose=0) @ kernel + bias
+    output.set_weights([kernel, bias - np.median(before)])
     artifact = {"vocab_sizes": VOCAB_SIZES, "max_sales": MAX_SALES, "params": PARAMS.to_dict()}
     return artifact, model_files.weights_bytes(model), model
 

@@ -1,4 +1,4 @@
-"""The prepare job's features equal the reference (Horovod's example) row for row on generated data."""
+"""The prepare job's features equal the reference (Horovod's example) row for row on generated data (its columns)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,7 @@ import pytest
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import point_in_time, split
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, SEED_CONTINUOUS_COLS
+from rossmann_jobs.features.spec import SEED_CATEGORICAL_COLS, SEED_CONTINUOUS_COLS
 from rossmann_jobs.output_layout import METADATA_FILE
 
 pytestmark = pytest.mark.slow
@@ -68,7 +68,7 @@ def _normal(value):
 
 def _decode_ours(frame: pd.DataFrame, vocabularies: dict) -> pd.DataFrame:
     decoded = frame.copy()
-    for col in CATEGORICAL_COLS:
+    for col in SEED_CATEGORICAL_COLS:
         values = [None, *vocabularies[col]]
         decoded[col] = [_normal(values[i]) for i in frame[col]]
     return decoded
@@ -76,7 +76,7 @@ def _decode_ours(frame: pd.DataFrame, vocabularies: dict) -> pd.DataFrame:
 
 def _decode_reference(frame: pd.DataFrame, vocab: dict) -> pd.DataFrame:
     decoded = frame.copy()
-    for col in CATEGORICAL_COLS:
+    for col in SEED_CATEGORICAL_COLS:
         decoded[col] = [_normal(vocab[col][i]) for i in frame[col]]
     return decoded
 
@@ -85,7 +85,7 @@ def _assert_same_features(mine: pd.DataFrame, theirs: pd.DataFrame, key: list[st
     assert len(mine) == len(theirs)
     merged = mine.merge(theirs, on=key, suffixes=("_ours", "_ref"), how="outer", indicator=True)
     assert (merged["_merge"] == "both").all(), merged[merged["_merge"] != "both"].head()
-    for col in CATEGORICAL_COLS:
+    for col in SEED_CATEGORICAL_COLS:
         if col in key:
             continue
         a, b = merged[f"{col}_ours"].astype(object), merged[f"{col}_ref"].astype(object)
@@ -125,6 +125,6 @@ def test_max_sales_and_vocabularies_match_the_reference(ours, reference):
     metadata, _splits = ours
     max_sales, vocab, _ref_train, _ref_test = reference
     assert metadata["max_sales"] == pytest.approx(float(max_sales))
-    for col in CATEGORICAL_COLS:
+    for col in SEED_CATEGORICAL_COLS:
         theirs = sorted((_normal(v) for v in vocab[col] if v is not None), key=repr)
         assert sorted((_normal(v) for v in metadata["vocabularies"][col]), key=repr) == theirs, col
