@@ -1,4 +1,4 @@
-"""Why the horizon's forecast sits lower than the validation window's: error by lead, and two variants retrained.
+"""Why the horizon's forecast sits lower than the validation window's: error by lead, and variants retrained.
 
 Reads cells that bench/bench_robustness.py ran (`<workdir>/<scenario>-<stores>/<label>/`: the prepared features and
 `runs/run`'s model and predictions, the drop under `drops/<as-of>`, the truth beside it) and scores the model's log
@@ -8,7 +8,11 @@ error against the truth's expected sales by lead (validation rows seen from D - 
   horizon's lower level is the model's staleness (its train rows end 48 days before D);
 - `holiday-clean`: the origin level features (features/recent_level.py) recomputed without the days within 2 days
   of a state holiday (the rush before, the rebound after); `holiday-clean-balanced`: the same with each window's
-  level the mean of its weekdays' means, so the days left out do not tilt its weekday mix.
+  level the mean of its weekdays' means, so the days left out do not tilt its weekday mix;
+- `without-<group>`: one group of columns (WITHOUT_GROUPS: the near-event days of one event, the seed's day counts)
+  held at one value in every split, so the model cannot use them (an ablation);
+- `events-within-reach`: every row sees the next promo or holiday only up to its origin + 48 days, as a horizon row
+  does (its Before<Event> counts down to that day, its DaysTo<Event> is the cap beyond it).
 Writes bench/out/horizon_level_<name>.json and prints the tables. Offline: no product code is changed.
 
     PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_horizon_level.py \\
@@ -32,13 +36,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_forecast_truth as bft  # noqa: E402  (the bench's train-and-predict through spark-submit)
 
 from rossmann_jobs import storage  # noqa: E402
+from rossmann_jobs.features.elapsed import NEAR_EVENT_DAYS  # noqa: E402
 from rossmann_jobs.features.recent_level import LEVEL_BLOCKS, ORIGIN_BLOCK_DAYS, TAIL_DAYS  # noqa: E402
 from rossmann_jobs.features.spec import ORIGIN_COLS  # noqa: E402
 
 LEVEL_NAMES = list(ORIGIN_COLS[1:])     # StoreLevel14d .. DayPromoLevel384d (LeadDays is unchanged)
 HOLIDAY_DAYS = 2
 QUANTILE_LEVELS = {"P10": 0.1, "P50": 0.5, "P90": 0.9}
-VARIANTS = ("refit", "holiday-clean", "holiday-clean-balanced")
+EVENTS = ("Promo", "StateHoliday", "SchoolHoliday")
+WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSince")],
+                  "state-holiday-days": [f"{side}StateHoliday" for side in ("DaysTo", "DaysSince")],
+                  "school-holiday-days": [f"{side}SchoolHoliday" for side in ("DaysTo", "DaysSince")],
+                  "seed-day-counts": [f"{side}{event}" for side in ("Before", "After") for event in EVENTS],
+                  "seed-state-holiday-counts": ["BeforeStateHoliday", "AfterStateHoliday"]}
+VARIANTS = ("refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach",
+            *(f"without-{group}" for group in WITHOUT_GROUPS))
 
 
 def committed_dir(out: Path) -> Path:
@@ -187,14 +199,59 @@ def with_clean_levels(attempt: Path, raw: Path, as_of: pd.Timestamp, balanced: b
             table = table.set_column(table.schema.get_field_index(name), table.schema.field(name),
                                      pa.array(column, pa.float32()))
         pq.write_table(table, part)
-    # The parts changed: their Hadoop checksum files would no longer match (Spark would refuse to read them).
+    forget_checksums(attempt)
+    return largest
+
+
+def rewrite_columns(attempt: Path, change) -> int:
+    """Applies change(table) -> (table, rows changed) to every split's parts in place (same files, rows and schema);
+    the rows changed in all."""
+    changed = 0
+    for part in sorted(attempt.glob("*/part-*.parquet")):
+        table, count = change(pq.read_table(part))
+        changed += count
+        pq.write_table(table, part)
+    forget_checksums(attempt)
+    return changed
+
+
+def forget_checksums(attempt: Path) -> None:
+    """The parts changed: their Hadoop checksum files would no longer match (Spark would refuse to read them)."""
     manifest_path = attempt.parents[1] / "_SUCCESS"
     manifest = json.loads(manifest_path.read_text())
     for crc in attempt.glob("*/.part-*.crc"):
         crc.unlink()
     manifest["files"] = [f for f in manifest["files"] if not f.split("/")[-1].startswith(".part-")]
     manifest_path.write_text(json.dumps(manifest))
-    return largest
+
+
+def set_column(table: pa.Table, name: str, values: np.ndarray) -> pa.Table:
+    field = table.schema.field(name)
+    return table.set_column(table.schema.get_field_index(name), field, pa.array(values, field.type))
+
+
+def without(columns: list[str]):
+    """The columns held at 0 (a categorical's unknown index, a continuous value's 0): nothing left to learn from."""
+    def change(table: pa.Table) -> tuple[pa.Table, int]:
+        for name in columns:
+            table = set_column(table, name, np.zeros(table.num_rows, dtype=table.column(name).to_numpy().dtype))
+        return table, table.num_rows
+    return change
+
+
+def events_within_reach(table: pa.Table) -> tuple[pa.Table, int]:
+    """Each row's upcoming events cut at its origin + ORIGIN_BLOCK_DAYS (its block's last day; the plan's end for
+    the horizon, whose rows are unchanged): Before<Event> counts down to that day, DaysTo<Event> is the cap."""
+    reach = ORIGIN_BLOCK_DAYS - table.column("LeadDays").to_numpy().astype(np.int64)
+    changed = np.zeros(table.num_rows, dtype=bool)
+    for event in EVENTS:
+        before = table.column(f"Before{event}").to_numpy().astype(np.int64)
+        hidden = -before > reach
+        changed |= hidden
+        table = set_column(table, f"Before{event}", np.where(hidden, -reach, before).astype(np.float32))
+        table = set_column(table, f"DaysTo{event}", np.where(hidden, NEAR_EVENT_DAYS + 1,   # the cap's index
+                                                             table.column(f"DaysTo{event}").to_numpy()))
+    return table, int(changed.sum())
 
 
 def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdir: Path) -> dict:
@@ -203,6 +260,10 @@ def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdi
     facts = {}
     if variant == "refit":
         with_validation_in_train(attempt)
+    elif variant == "events-within-reach":
+        facts["rows_changed"] = rewrite_columns(attempt, events_within_reach)
+    elif variant.startswith("without-"):
+        facts["rows_changed"] = rewrite_columns(attempt, without(WITHOUT_GROUPS[variant.removeprefix("without-")]))
     else:
         facts["largest_level_change"] = with_clean_levels(attempt, raw, as_of, variant.endswith("balanced"))
     run = bft.train_and_predict(dest, "run", str(raw), str(dest / "features"), ["--num-proc", "2"])
