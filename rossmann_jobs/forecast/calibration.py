@@ -16,8 +16,7 @@ log = logging.getLogger("rossmann.predict")
 def calibrate_quantiles(validation_rows: DataFrame, levels: tuple[float, ...],
                         from_origin: DataFrame | None = None) -> tuple[dict[int, list[float]], dict]:
     """(per lead week the non-crossing residual quantiles at levels, what the summary says of them) from the
-    validation predictions (out of time, all dated <= the as-of date); sparse lead weeks pooled with neighbours,
-    then each level's weeks fitted by a line over the lead (quantiles.lead_line_table).
+    validation predictions (out of time, all dated <= the as-of date); sparse lead weeks pooled with neighbours.
     from_origin (StoreId, Date, ORIGIN_FORECAST_COL: predictions.origin_forecasts) adds the trend's drift over
     the lead in either direction (quantiles.validation_residuals)."""
     origin_col = None if from_origin is None else quantiles.ORIGIN_FORECAST_COL
@@ -33,16 +32,14 @@ def calibrate_quantiles(validation_rows: DataFrame, levels: tuple[float, ...],
     spans = quantiles.pooled_weeks(counts)
     weekly = quantiles.residual_quantiles(residuals, spans, levels).collect()
     location = quantiles.median_residual(residuals)
-    by_week = quantiles.centred_table(
+    table = quantiles.centred_table(
         quantiles.quantile_table({row[quantiles.LEAD_WEEK_COL]: row["_q"] for row in weekly}, levels),
         {row[quantiles.LEAD_WEEK_COL]: row["_median"] for row in weekly}, location)
-    table = quantiles.lead_line_table(by_week, counts)
     pooled = {week: list(span) for week, span in spans.items() if span != (week, week)}
     if pooled:
         log.warning("lead week(s) with fewer than %d validation rows calibrated on neighbouring weeks: %s",
                     quantiles.MIN_ROWS_PER_WEEK, pooled)
-    method = ("validation residual quantiles per lead week, centred on the window's median residual, each level "
-              "a weighted least-squares line over the lead weeks")
+    method = "validation residual quantiles per lead week, centred on the window's median residual"
     summary = {"levels": list(levels),
                "method": method if origin_col is None else f"{method}, +- the trend's drift from the rows' origin",
                "median_log_residual": None if location is None else round(location, 6),
@@ -52,7 +49,5 @@ def calibrate_quantiles(validation_rows: DataFrame, levels: tuple[float, ...],
                "pooled_lead_weeks": {str(week): span for week, span in pooled.items()},
                "min_rows_per_lead_week": quantiles.MIN_ROWS_PER_WEEK,
                "log_residual_quantiles_by_lead_week": {str(week): [round(v, 6) for v in values]
-                                                       for week, values in table.items()},
-               "log_residual_quantiles_by_lead_week_before_the_line": {
-                   str(week): [round(v, 6) for v in values] for week, values in by_week.items()}}
+                                                       for week, values in table.items()}}
     return table, summary

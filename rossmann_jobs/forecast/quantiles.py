@@ -15,8 +15,6 @@ the plain one by delta, the row's exposure to that drift. The drift's size carri
 Likewise a lead week's median residual is mostly that week's common shock in the one window (a holiday, a weather
 spell: -4 % .. +8 % by week at 150 stores as of 2015-05-31), not a bias that recurs at the same lead: each week
 keeps its spread around its own median and is centred on the median residual of the whole window (centred_table).
-The same holds for the spread of one week against the next: each level's quantiles over the lead weeks are replaced
-by the line that fits them best (lead_line_table), which widens with the lead as far as the whole window says.
 The quantiles are exact (Spark's percentile, linear interpolation like numpy's default), so re-runs agree to the bit,
 and made non-crossing by sorting the levels and taking the running maximum of their values.
 """
@@ -176,27 +174,6 @@ def centred_table(table: dict[int, list[float]], medians: dict[int, float | None
         return table
     return {week: [value + location - medians[week] for value in values] if medians.get(week) is not None
             else values for week, values in table.items()}
-
-
-def lead_line_table(table: dict[int, list[float]], counts: dict[int, int]) -> dict[int, list[float]]:
-    """Per level, the straight line over the lead weeks that fits the weeks' quantiles best, by least squares
-    weighted by each week's validation rows; non-crossing. Each week's spread comes from one calendar week of one
-    window (a holiday, a quiet week), so its differences from the next week's are mostly that window's, as its
-    median is (centred_table); a spread that grows with the lead shows as the line's slope. A table without
-    validation rows stays as it is; with one week of rows, the line is flat."""
-    weights = {week: counts.get(week, 0) for week in table}
-    total = sum(weights.values())
-    if total == 0:
-        return table
-    mean_week = sum(weight * week for week, weight in weights.items()) / total
-    spread = sum(weight * (week - mean_week) ** 2 for week, weight in weights.items())
-    columns = []
-    for index in range(len(next(iter(table.values())))):
-        mean_value = sum(weight * table[week][index] for week, weight in weights.items()) / total
-        slope = (sum(weight * (week - mean_week) * (table[week][index] - mean_value)
-                     for week, weight in weights.items()) / spread) if spread > 0 else 0.0
-        columns.append({week: mean_value + slope * (week - mean_week) for week in table})
-    return {week: non_crossing([column[week] for column in columns]) for week in table}
 
 
 def with_quantiles(rows: DataFrame, table: dict[int, list[float]], levels: Sequence[float], forecast_col: str,

@@ -305,35 +305,6 @@ def test_each_lead_weeks_quantiles_are_centred_on_the_windows_median_residual():
     assert centred_table(table, {1: 0.05}, None) == table
 
 
-def test_each_levels_quantiles_over_the_lead_weeks_are_replaced_by_their_weighted_line():
-    """One window's week-to-week noise is smoothed out, a spread that grows with the lead is kept as the slope, the
-    weeks with more validation rows weigh more, the levels never cross, and a table without rows stays."""
-    from rossmann_jobs.forecast.quantiles import lead_line_table
-
-    weeks = range(1, 8)
-    # The spread grows by 0.01 a week; on top, each week's own noise (+-0.03), which the line must not keep.
-    noise = [0.03, -0.03, 0.02, -0.01, 0.03, -0.03, -0.01]
-    table = {week: [-0.10 - 0.01 * week + noise[week - 1], 0.0, 0.10 + 0.01 * week - noise[week - 1]]
-             for week in weeks}
-    counts = {week: 900 for week in weeks}
-    got = lead_line_table(table, counts)
-    line = np.polyfit(list(weeks), [table[week][2] for week in weeks], 1)
-    assert [got[week][2] for week in weeks] == pytest.approx(np.polyval(line, list(weeks)).tolist())
-    assert [got[week][1] for week in weeks] == pytest.approx([0.0] * 7)
-    assert line[0] == pytest.approx(0.01, abs=0.006) and got[7][2] > got[1][2] and got[7][0] < got[1][0]
-    assert np.std([got[w][2] - np.polyval(line, w) for w in weeks]) < np.std([table[w][2] - np.polyval(line, w)
-                                                                                for w in weeks])
-    # Weighted: a week with (almost) all the rows pulls the line through its own values.
-    heavy = lead_line_table(table, {**{week: 1 for week in weeks}, 4: 100_000})
-    assert heavy[4] == pytest.approx(table[4], abs=1e-3)
-    # One week of rows: a flat line at that week's values; no rows: the table as it is.
-    assert lead_line_table(table, {3: 500}) == {week: pytest.approx(table[3]) for week in weeks}
-    assert lead_line_table(table, {}) == table
-    # Lines that would cross (a steep lower level) are made non-crossing week by week.
-    crossing = {week: [-0.5 + 0.2 * week, 0.0, 0.3] for week in weeks}
-    assert all(values == sorted(values) for values in lead_line_table(crossing, counts).values())
-
-
 def seed_week_saturday(day: date) -> date:
     """The Saturday ending the trend week a row dated day carries (the Sunday after the day's ISO week, + 6)."""
     return day + timedelta(days=6 - day.weekday() + 6)
