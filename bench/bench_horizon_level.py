@@ -13,6 +13,9 @@ error against the truth's expected sales by lead (validation rows seen from D - 
   held at one value in every split, so the model cannot use them (an ablation);
 - `events-within-reach`: every row sees the next promo or holiday only up to its origin + 48 days, as a horizon row
   does (its Before<Event> counts down to that day, its DaysTo<Event> is the cap beyond it).
+With `--probes`, also asks each cell's stored model (the numpy forward pass, no retraining) how its horizon forecast
+moves when the horizon rows' inputs change: the Google trend x 1.1, the trend of the validation window's last
+row per state (persistence), and the seed's Before<Event> set to -60 where it counts down to the plan's end.
 Writes bench/out/horizon_level_<name>.json and prints the tables. Offline: no product code is changed.
 
     PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_horizon_level.py \\
@@ -270,11 +273,47 @@ def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdi
     return {**facts, "train_s": run["timings_s"]["train"], **horizon_scores(cell, bft.run_dir(dest, "run"))}
 
 
+def forward_probes(cell: Path) -> dict:
+    """The median change of the stored model's horizon log forecast under each probe (see the module's docstring),
+    and the median log(expected / forecast) of the validation window and the horizon (rows that sold)."""
+    from rossmann_jobs.forecast.forward_pass import ForwardPass
+
+    model = committed_dir(cell / "runs" / "run" / "model") / "model"
+    forward = ForwardPass(json.loads((model / "artifact.json").read_text()), (model / "weights.npz").read_bytes(),
+                          str(model))
+    features = committed_dir(cell / "features")
+    test, validation = pd.read_parquet(features / "test"), pd.read_parquet(features / "validation")
+    base = forward(test)
+
+    def change(rows: pd.DataFrame) -> float:
+        return round(float(np.median(forward(rows) - base)), 4)
+
+    last = validation.sort_values("Date").groupby("State")[["trend", "trend_de"]].last()
+    persisted = test.assign(**{name: last.loc[test.State, name].to_numpy() for name in ("trend", "trend_de")})
+    probes = {"trend_x1.1": change(test.assign(trend=test.trend * 1.1, trend_de=test.trend_de * 1.1)),
+              "trend_persisted": change(persisted)}
+    far = test.copy()
+    for event in ("Promo", "StateHoliday", "SchoolHoliday"):
+        to_plan_end = (test.LeadDays - test[f"Before{event}"]) == ORIGIN_BLOCK_DAYS
+        probes[f"Before{event}_-60_share"] = round(float(to_plan_end.mean()), 3)
+        probes[f"Before{event}_-60"] = change(test.assign(**{f"Before{event}": test[f"Before{event}"].where(
+            ~to_plan_end, -60.0)}))
+        far[f"Before{event}"] = far[f"Before{event}"].where(~to_plan_end, -60.0)
+    probes["Before_all_-60"] = change(far)
+    rows = predictions(cell / "runs" / "run").merge(truth(cell), on=["StoreId", "Date"])
+    for split in ("validation", "test"):
+        sold = rows[(rows.split == split) & (rows.Sales > 0)]
+        probes[f"{split}_median_log_expected_over_forecast"] = round(
+            float(np.median(np.log(sold.ExpectedSales) - sold.LogSalesForecast)), 4)
+    return probes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, required=True, help="bench_robustness.py's --workdir")
     parser.add_argument("--cells", required=True, help="scenario-stores:label:as-of, comma-separated")
     parser.add_argument("--variants", default="", help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--probes", action="store_true", help="the stored models' forward-pass probes")
     parser.add_argument("--name", default="try")
     args = parser.parse_args()
     variants = [v for v in args.variants.split(",") if v]
@@ -292,6 +331,9 @@ def main() -> None:
         entry = {"as_of": day, "lead_fit": {split: {"at_lead_1": float(k[1] + k[0]), "change_over_48_days":
                                                     float(48 * k[0])} for split, k in fits.items()},
                  "product": horizon_scores(cell, cell / "runs" / "run")}
+        if args.probes:
+            entry["probes"] = forward_probes(cell)
+            print(f"== {spec}: probes {json.dumps(entry['probes'])}", flush=True)
         for variant in variants:
             print(f"== {spec}: {variant}", flush=True)
             entry[variant] = run_variant(cell, raw, as_of, variant, args.workdir)
