@@ -15,7 +15,8 @@ error against the truth's expected sales by lead (validation rows seen from D - 
   does (its Before<Event> counts down to that day, its DaysTo<Event> is the cap beyond it).
 With `--probes`, also asks each cell's stored model (the numpy forward pass, no retraining) how its horizon forecast
 moves when the horizon rows' inputs change: the Google trend x 1.1, the trend of the validation window's last
-row per state (persistence), and the seed's Before<Event> set to -60 where it counts down to the plan's end.
+row per state (persistence), the seed's Before<Event> set to -60 where it counts down to the plan's end, and each
+origin level + 0.05 (per unit: how much of a level change reaches the forecast).
 Writes bench/out/horizon_level_<name>.json and prints the tables. Offline: no product code is changed.
 
     PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_horizon_level.py \\
@@ -300,6 +301,11 @@ def forward_probes(cell: Path) -> dict:
             ~to_plan_end, -60.0)}))
         far[f"Before{event}"] = far[f"Before{event}"].where(~to_plan_end, -60.0)
     probes["Before_all_-60"] = change(far)
+    # How much of a unit change in each origin level reaches the forecast (1.0: all of it).
+    for name in LEVEL_NAMES:
+        probes[f"{name}_+0.05_per_unit"] = round(change(test.assign(**{name: test[name] + 0.05})) / 0.05, 2)
+    probes["all_levels_+0.05_per_unit"] = round(change(test.assign(**{n: test[n] + 0.05 for n in LEVEL_NAMES})) / 0.05,
+                                                2)
     rows = predictions(cell / "runs" / "run").merge(truth(cell), on=["StoreId", "Date"])
     for split in ("validation", "test"):
         sold = rows[(rows.split == split) & (rows.Sales > 0)]
