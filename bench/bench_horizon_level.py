@@ -11,6 +11,8 @@ error against the truth's expected sales by lead (validation rows seen from D - 
   level the mean of its weekdays' means, so the days left out do not tilt its weekday mix;
 - `without-<group>`: one group of columns (WITHOUT_GROUPS: the near-event days of one event, the seed's day counts)
   held at one value in every split, so the model cannot use them (an ablation);
+- `level-deltas`: the origin levels as the 384-day level and each shorter window's difference from the next longer
+  one (the weekday-promo level's from the 384-day level);
 - `events-within-reach`: every row sees the next promo or holiday only up to its origin + 48 days, as a horizon row
   does (its Before<Event> counts down to that day, its DaysTo<Event> is the cap beyond it).
 With `--probes`, also asks each cell's stored model (the numpy forward pass, no retraining) how its horizon forecast
@@ -53,7 +55,7 @@ WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSinc
                   "school-holiday-days": [f"{side}SchoolHoliday" for side in ("DaysTo", "DaysSince")],
                   "seed-day-counts": [f"{side}{event}" for side in ("Before", "After") for event in EVENTS],
                   "seed-state-holiday-counts": ["BeforeStateHoliday", "AfterStateHoliday"]}
-VARIANTS = ("refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach",
+VARIANTS = ("refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach", "level-deltas",
             *(f"without-{group}" for group in WITHOUT_GROUPS))
 
 
@@ -258,12 +260,27 @@ def events_within_reach(table: pa.Table) -> tuple[pa.Table, int]:
     return table, int(changed.sum())
 
 
+def level_deltas(table: pa.Table) -> tuple[pa.Table, int]:
+    """The origin levels as the longest window's level and each shorter window's difference from the next longer
+    one (the weekday-promo level's from the 384-day level): the same information, but after the model's batch
+    normalization a recent change is as large an input as the level itself."""
+    levels = {name: table.column(name).to_numpy().astype(np.float64) for name in LEVEL_NAMES}
+    windows = LEVEL_NAMES[:-1]                     # StoreLevel14d .. StoreLevel384d, shortest first
+    deltas = {name: levels[name] - levels[longer] for name, longer in zip(windows, windows[1:])}
+    deltas[LEVEL_NAMES[-1]] = levels[LEVEL_NAMES[-1]] - levels[windows[-1]]
+    for name, values in deltas.items():
+        table = set_column(table, name, values.astype(np.float32))
+    return table, table.num_rows
+
+
 def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdir: Path) -> dict:
     dest = workdir / "horizon-level" / f"{variant}-{cell.parent.name}-{cell.name}"
     attempt = copy_features(cell, dest)
     facts = {}
     if variant == "refit":
         with_validation_in_train(attempt)
+    elif variant == "level-deltas":
+        facts["rows_changed"] = rewrite_columns(attempt, level_deltas)
     elif variant == "events-within-reach":
         facts["rows_changed"] = rewrite_columns(attempt, events_within_reach)
     elif variant.startswith("without-"):
