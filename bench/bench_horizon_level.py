@@ -18,7 +18,8 @@ error against the truth's expected sales by lead (validation rows seen from D - 
 With `--probes`, also asks each cell's stored model (the numpy forward pass, no retraining) how its horizon forecast
 moves when the horizon rows' inputs change: the Google trend x 1.1, the trend of the validation window's last
 row per state (persistence), the seed's Before<Event> set to -60 where it counts down to the plan's end, and each
-origin level + 0.05 (per unit: how much of a level change reaches the forecast).
+origin level + 0.05 (per unit: how much of a level change reaches the forecast). `--origin-swap` asks one horizon
+cell's model about its horizon rows that a later drop validates on, with groups of inputs taken from that later view.
 Writes bench/out/horizon_level_<name>.json and prints the tables. Offline: no product code is changed.
 
     PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_horizon_level.py \\
@@ -331,18 +332,57 @@ def forward_probes(cell: Path) -> dict:
     return probes
 
 
+def origin_swap(horizon_cell: Path, later_cell: Path) -> dict:
+    """The horizon_cell model's median log(expected / forecast) on its horizon rows that are validation rows of
+    later_cell (a drop some weeks later, the same scenario), with the horizon's own inputs and with one group at a
+    time taken from later_cell's view of the same rows: its trend and Before<Event> counts (known then), its lead
+    and origin levels (seen from an earlier origin), or one level alone. Which inputs make the horizon's bias."""
+    from rossmann_jobs.forecast.forward_pass import ForwardPass
+
+    model = committed_dir(horizon_cell / "runs" / "run" / "model") / "model"
+    forward = ForwardPass(json.loads((model / "artifact.json").read_text()), (model / "weights.npz").read_bytes(),
+                          str(model))
+    keys = ["StoreId", "Date"]
+    horizon = pd.read_parquet(committed_dir(horizon_cell / "features") / "test")
+    later = pd.read_parquet(committed_dir(later_cell / "features") / "validation")
+    horizon = horizon.merge(later[keys], on=keys).sort_values(keys).reset_index(drop=True)
+    later = later.merge(horizon[keys], on=keys).sort_values(keys).reset_index(drop=True)
+    expected = horizon[keys].assign(Date=pd.to_datetime(horizon.Date)).merge(truth(horizon_cell), on=keys, how="left")
+    sold = (expected.ExpectedSales > 0).to_numpy()
+
+    def bias(rows: pd.DataFrame) -> float:
+        return round(float(np.median(np.log(expected.ExpectedSales[sold]) - forward(rows)[sold])), 4)
+
+    def swapped(*names: str) -> float:
+        return bias(horizon.assign(**{name: later[name].to_numpy() for name in names}))
+
+    known_later = ["trend", "trend_de", *(f"Before{event}" for event in EVENTS)]
+    return {"rows": int(sold.sum()), "dates": [str(horizon.Date.min()), str(horizon.Date.max())],
+            "horizon_inputs": bias(horizon), "trend_and_before_from_later": swapped(*known_later),
+            "lead_and_levels_from_later": swapped("LeadDays", *LEVEL_NAMES),
+            **{f"{name}_from_later": swapped(name) for name in LEVEL_NAMES},
+            **{f"{name}_mean_change": round(float((horizon[name] - later[name]).mean()), 4) for name in LEVEL_NAMES}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, required=True, help="bench_robustness.py's --workdir")
     parser.add_argument("--cells", required=True, help="scenario-stores:label:as-of, comma-separated")
     parser.add_argument("--variants", default="", help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--probes", action="store_true", help="the stored models' forward-pass probes")
+    parser.add_argument("--origin-swap", default="", help="SCENARIO-STORES:HORIZON_LABEL:LATER_LABEL: origin_swap's "
+                        "probe of the horizon cell's model on the rows the later cell validates on")
     parser.add_argument("--name", default="try")
     args = parser.parse_args()
     variants = [v for v in args.variants.split(",") if v]
     if set(variants) - set(VARIANTS):
         parser.error(f"--variants: {sorted(set(variants) - set(VARIANTS))} unknown")
     record = {"cells": {}}
+    if args.origin_swap:
+        scenario, horizon_label, later_label = args.origin_swap.split(":")
+        scenario_dir = args.workdir / scenario
+        record["origin_swap"] = origin_swap(scenario_dir / horizon_label, scenario_dir / later_label)
+        print(f"== origin swap {args.origin_swap}: {json.dumps(record['origin_swap'])}", flush=True)
     pooled = []
     for spec in args.cells.split(","):
         scenario, label, day = spec.split(":")
