@@ -203,8 +203,7 @@ def with_clean_levels(attempt: Path, raw: Path, as_of: pd.Timestamp, balanced: b
             column = values[:, index] if len(values) else np.zeros(0, dtype=np.float32)
             old = table.column(name).to_numpy()
             largest = max(largest, float(np.max(np.abs(old - column))) if len(column) else 0.0)
-            table = table.set_column(table.schema.get_field_index(name), table.schema.field(name),
-                                     pa.array(column, pa.float32()))
+            table = set_column(table, name, column)
         pq.write_table(table, part)
     forget_checksums(attempt)
     return largest
@@ -292,14 +291,20 @@ def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdi
     return {**facts, "train_s": run["timings_s"]["train"], **horizon_scores(cell, bft.run_dir(dest, "run"))}
 
 
+def stored_model(cell: Path):
+    """The forward pass of the cell's committed model, opened and checked as predict and the gate open it (the
+    cell's folder as the storage root, whose runs/ holds it)."""
+    from rossmann_jobs.forecast.forward_pass import ForwardPass
+    from rossmann_jobs.model_store import open_model
+
+    source = open_model(str(cell / "runs" / "run" / "model"), root=str(cell))
+    return ForwardPass(source.artifact, source.weights_bytes(), source.attempt)
+
+
 def forward_probes(cell: Path) -> dict:
     """The median change of the stored model's horizon log forecast under each probe (see the module's docstring),
     and the median log(expected / forecast) of the validation window and the horizon (rows that sold)."""
-    from rossmann_jobs.forecast.forward_pass import ForwardPass
-
-    model = committed_dir(cell / "runs" / "run" / "model") / "model"
-    forward = ForwardPass(json.loads((model / "artifact.json").read_text()), (model / "weights.npz").read_bytes(),
-                          str(model))
+    forward = stored_model(cell)
     features = committed_dir(cell / "features")
     test, validation = pd.read_parquet(features / "test"), pd.read_parquet(features / "validation")
     base = forward(test)
@@ -312,7 +317,7 @@ def forward_probes(cell: Path) -> dict:
     probes = {"trend_x1.1": change(test.assign(trend=test.trend * 1.1, trend_de=test.trend_de * 1.1)),
               "trend_persisted": change(persisted)}
     far = test.copy()
-    for event in ("Promo", "StateHoliday", "SchoolHoliday"):
+    for event in EVENTS:
         to_plan_end = (test.LeadDays - test[f"Before{event}"]) == ORIGIN_BLOCK_DAYS
         probes[f"Before{event}_-60_share"] = round(float(to_plan_end.mean()), 3)
         probes[f"Before{event}_-60"] = change(test.assign(**{f"Before{event}": test[f"Before{event}"].where(
@@ -337,11 +342,7 @@ def origin_swap(horizon_cell: Path, later_cell: Path) -> dict:
     later_cell (a drop some weeks later, the same scenario), with the horizon's own inputs and with one group at a
     time taken from later_cell's view of the same rows: its trend and Before<Event> counts (known then), its lead
     and origin levels (seen from an earlier origin), or one level alone. Which inputs make the horizon's bias."""
-    from rossmann_jobs.forecast.forward_pass import ForwardPass
-
-    model = committed_dir(horizon_cell / "runs" / "run" / "model") / "model"
-    forward = ForwardPass(json.loads((model / "artifact.json").read_text()), (model / "weights.npz").read_bytes(),
-                          str(model))
+    forward = stored_model(horizon_cell)
     keys = ["StoreId", "Date"]
     horizon = pd.read_parquet(committed_dir(horizon_cell / "features") / "test")
     later = pd.read_parquet(committed_dir(later_cell / "features") / "validation")
