@@ -113,6 +113,19 @@ def start_stack(state_dir: Path, **airflow_settings) -> StackHandle:
     return StackHandle(state, endpoint, env)
 
 
+def retry_after(stack: StackHandle, seconds: int) -> None:
+    """Retries of this stack's tasks wait `seconds` (then Airflow's backoff) instead of the DAG's retry_delay: a
+    cluster policy in the stack's $AIRFLOW_HOME/config/airflow_local_settings.py, the way a deployment overrides
+    task settings without editing the DAG. For a test that kills a try on purpose: the retry then resumes at once
+    rather than after the minute or two a lost node is given in production."""
+    config = stack.state.airflow_home / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "airflow_local_settings.py").write_text(
+        "from datetime import timedelta\n\n\n"
+        "def task_policy(task):\n"
+        f"    task.retry_delay = timedelta(seconds={int(seconds)})\n")
+
+
 def task_tries(dags_test_output: str, task_id: str) -> list[str]:
     """The output of each try of one task in an `airflow dags test` run, in order (it writes no log files)."""
     pattern = rf"\[DAG TEST\] starting task_id={task_id} .*?\[DAG TEST\] end task task_id={task_id} "
