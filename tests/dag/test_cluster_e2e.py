@@ -62,7 +62,7 @@ LEARNED_VAL_EXP_RMSPE = 0.5
 # A dead rank must fail the try quickly: Gloo's next allreduce on the surviving rank errors out at once.
 KILL_TO_FAILURE_S = 120
 # The retry starts this soon after the failed try (a stack policy, stack_helpers.retry_after), not after the DAG's
-# retry_delay of 1 min with its backoff (67-89 s here, idle): the test is about the resume, not the wait.
+# retry_delay of 1 min with its backoff (89 s idle for this task and date): the test is about the resume, not the wait.
 RETRY_AFTER_S = 5
 
 
@@ -275,7 +275,9 @@ def test_the_retry_resumed_from_the_checkpoint_of_the_killed_try(cluster_run):
     failed = logged_at(cluster_run["train_logs"][0], KEPT_CHECKPOINT.search(cluster_run["train_logs"][0]).group(0))
     waited = (logged_at(log, "") - failed).total_seconds()
     print(f"the retry's first log line came {waited:.0f} s after the first try failed")
-    assert waited < 60, "the stack's retry policy (retry_after) did not apply: the retry waited the DAG's delay"
+    # The DAG's own delay for this try would be 89 s (Airflow's jitter is fixed per task and date; never under
+    # 60 s), before the same ~35 s of task hand-over and job start-up: 44 s with the policy here, 124 s without.
+    assert waited < 80, "the stack's retry policy (retry_after) did not apply: the retry waited the DAG's delay"
 
 
 def test_prepare_outputs_are_identical_to_local_mode(cluster_run, first_run, dag_test_stack):
