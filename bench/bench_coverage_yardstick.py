@@ -55,11 +55,11 @@ def covered(actual: pd.Series, low: np.ndarray | pd.Series, high: np.ndarray | p
 def scores(rows: pd.DataFrame, sigma: dict[str, float], rng: np.random.Generator) -> dict[str, dict]:
     """{cell: {week: {model, exact, fair_at_d, shock_median}}}."""
     result: dict[str, dict] = {}
+    pooled = {week: shocks.to_numpy() for week, shocks in rows.groupby("week")["shock"]}   # every cell's, per week
     for (cell, week), group in rows.groupby(["cell", "week"]):
         noise = sigma[group["scenario"].iloc[0]]
         exact = exact_quantiles(group["ExpectedSales"].to_numpy(float), noise, (0.1, 0.9))
-        pooled = rows.loc[rows["week"] == week, "shock"].to_numpy()
-        draws = rng.choice(pooled, FAIR_DRAWS) + rng.normal(0.0, noise, FAIR_DRAWS)
+        draws = rng.choice(pooled[week], FAIR_DRAWS) + rng.normal(0.0, noise, FAIR_DRAWS)
         low, high = np.exp(np.quantile(draws, [0.1, 0.9]))
         knowable = group["PointInTimeExpectedSales"]
         result.setdefault(cell, {})[int(week)] = {

@@ -41,7 +41,7 @@ def product_cells() -> dict[str, dict]:
     return cells
 
 
-def exact_by_origin() -> dict[str, dict[int, float]]:
+def exact_by_cell() -> dict[str, dict[int, float]]:
     """'scenario/stores as-of' -> the exact interval's coverage by lead week, from every recorded robustness result."""
     found: dict[str, dict[int, float]] = {}
 
@@ -72,7 +72,7 @@ def pooled(cells: dict[str, dict]) -> dict:
 
 
 def main() -> None:
-    cells, exact = product_cells(), exact_by_origin()
+    cells, exact = product_cells(), exact_by_cell()
     print("| cell | product by lead week 1..7 | exact by lead week 1..7 | wQL vs naive |\n|---|---|---|---:|")
     for name, cell in sorted(cells.items(), key=lambda item: item[0].split()[::-1]):
         exact_weeks = exact.get(name)
@@ -104,7 +104,7 @@ def main() -> None:
     out = Path(__file__).resolve().parent / "out"
     out.mkdir(exist_ok=True)
     (out / "recorded_coverage.json").write_text(json.dumps(
-        {"cells": cells, "groups": groups, "exact_by_origin": exact, "target_coverage": TARGET_COVERAGE}, indent=2))
+        {"cells": cells, "groups": groups, "exact_by_cell": exact, "target_coverage": TARGET_COVERAGE}, indent=2))
 
 
 if __name__ == "__main__":

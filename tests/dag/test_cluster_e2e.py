@@ -241,6 +241,11 @@ def test_every_rank_ran_the_shipped_environment_and_package(cluster_run):
 KEPT_CHECKPOINT = re.compile(r"Horovod training failed: the checkpoint after epoch (\d+) under")
 
 
+def failed_at(first_try_log: str) -> datetime:
+    """When the failed first try reported the checkpoint it kept."""
+    return logged_at(first_try_log, KEPT_CHECKPOINT.search(first_try_log).group(0))
+
+
 def kept_epoch(first_try_log: str) -> int:
     """The epoch whose checkpoint the failed first try reported it kept."""
     found = KEPT_CHECKPOINT.search(first_try_log)
@@ -255,7 +260,7 @@ def test_the_first_try_failed_fast_with_a_clear_error_after_the_killed_rank(clus
     # The rank died after epoch `pointer_epoch` was checkpointed; rank 0 may have checkpointed one more before Gloo's
     # next collective failed, never more.
     assert KILL_AFTER_EPOCH <= killer.pointer_epoch <= kept <= killer.pointer_epoch + 1 < epochs
-    seconds = (logged_at(log, KEPT_CHECKPOINT.search(log).group(0)) - killer.killed_at).total_seconds()
+    seconds = (failed_at(log) - killer.killed_at).total_seconds()
     print(f"try 1 failed {seconds:.0f} s after the kill (checkpoint of epoch {kept} kept)")
     assert seconds < KILL_TO_FAILURE_S
     assert f"epoch {kept}/{epochs}:" in log and f"epoch {kept + 1}/{epochs}:" not in log
@@ -272,8 +277,7 @@ def test_the_retry_resumed_from_the_checkpoint_of_the_killed_try(cluster_run):
     assert [entry["epoch"] for entry in metrics["epochs"]] == list(range(1, epochs + 1))
     before, after = metrics["epochs"][kept - 1], metrics["epochs"][kept]
     assert before["run_id"] != after["run_id"]   # the epochs after the kept checkpoint come from the retry
-    failed = logged_at(cluster_run["train_logs"][0], KEPT_CHECKPOINT.search(cluster_run["train_logs"][0]).group(0))
-    waited = (logged_at(log, "") - failed).total_seconds()
+    waited = (logged_at(log, "") - failed_at(cluster_run["train_logs"][0])).total_seconds()
     print(f"the retry's first log line came {waited:.0f} s after the first try failed")
     # The DAG's own delay for this try would be 89 s (Airflow's jitter is fixed per task and date; never under
     # 60 s), before the same ~35 s of task hand-over and job start-up: 44 s with the policy here, 124 s without.
