@@ -80,7 +80,7 @@ from rossmann_jobs.features.validate import (
 )
 from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.output_layout import METADATA_FILE, REJECTED_DIR
-from rossmann_jobs.spark_session import concurrently, materialized, release
+from rossmann_jobs.spark_session import concurrently, held_frames
 
 log = logging.getLogger("rossmann.prepare")
 
@@ -280,14 +280,17 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
 
     parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw, name), raw_file), raw_file)
               for name, raw_file in RAW_FILES.items()}
-    # The plan is small and read three times (checked on its own, its rows, the days it covers); cached, its
-    # problems are examined without re-planning the parse (the optimizer inlines the parse's CASE expressions into
-    # the filter and the struct fields a quarantine query reads, and runs out of memory).
-    parsed[TEST.name] = parsed[TEST.name].persist()
-    lookups, state_names = classify_lookups(parsed, RAW_FILES, as_of, point_in_time_mode)
-    lookups, state_names = lookups.persisted(), state_names.persist()
-    features = None
-    try:
+    with held_frames() as hold:   # every frame materialized in the block is released when it ends
+        with timed("parse and classify the plan and the lookup files, materialized", timings):
+            # Small (16k rows at most) and read several times: by the checks, the joins, the row accounting. Each
+            # is materialized, so every later plan holds it as a leaf, not its parse and classification: building
+            # and analysing the feature pass's DataFrame took 10 s of a small drop's prepare with them inlined
+            # (bench/RESULTS.md, "Fixed cost per run"). The plan's problems are then examined without re-planning
+            # the parse (the optimizer inlines the parse's CASE expressions into the filter and the struct fields a
+            # quarantine query reads, and runs out of memory).
+            parsed[TEST.name] = hold(parsed[TEST.name])
+            lookups, state_names = classify_lookups(parsed, RAW_FILES, as_of, point_in_time_mode)
+            lookups, state_names = lookups.each(hold), hold(state_names)
         rows = sales_rows(parsed[TRAIN.name], parsed[TEST.name])
         with timed("check the lookup files and the plan on their own, and the drop's freshness", timings):
             # Before any join: a broken lookup file is named as such, not by the join misses it causes in train.csv.
@@ -303,9 +306,8 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
                    timings):
             # The horizon's dates and the vocabularies are aggregated while the rows are materialized: no query
             # (and no scan of the materialized rows) of their own.
-            # features is only ever the materialized frame: the finally block releases nothing else.
             observed = Observation("feature pass")
-            features = materialized(
+            features = hold(
                 sales_features(rows, lookups, as_of, parsed[TEST.name], point_in_time_mode).observe(
                     observed, *accounting.horizon_metrics(horizon_row()),
                     *accounting.vocabulary_metrics(VOCABULARY_ROW)))
@@ -338,11 +340,6 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
                                    num_shards, split_rows, timings)
         with timed("digest the raw files again", timings):
             check_unchanged(raw, inputs)
-    finally:
-        if features is not None:
-            release(features)
-        for frame in (parsed[TEST.name], state_names, *lookups.by_file.values()):
-            frame.unpersist()
 
     metadata = metadata_document(
         vocabularies=vocabularies, sales_groups=sales_groups, split_rows=split_rows, outcomes=outcomes,

@@ -153,6 +153,22 @@ def release(frame) -> None:
     frame._jdf.queryExecution().logical().rdd().unpersist(False)
 
 
+@contextlib.contextmanager
+def held_frames() -> Iterator[Callable[[Any], Any]]:
+    """A hold(frame) that materializes frame (materialized) and releases it when the block ends, error or not."""
+    frames: list[Any] = []
+
+    def hold(frame):
+        frames.append(materialized(frame))
+        return frames[-1]
+
+    try:
+        yield hold
+    finally:
+        for frame in frames:
+            release(frame)
+
+
 def concurrently(*actions: Callable[[], Any]) -> list[Any]:
     """Run Spark actions from driver threads at once; their results (or first error) in order.
 

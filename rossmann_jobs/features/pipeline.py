@@ -1,6 +1,7 @@
 """The prepare pipeline as one composition of pure steps: parsed raw frames -> classified, feature-complete rows."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from functools import reduce
@@ -40,9 +41,9 @@ class Lookups:
     trend: DataFrame
     weather: DataFrame
 
-    def persisted(self) -> "Lookups":
-        """The same tables, cached (they are read by the broadcast joins and by the row accounting)."""
-        return Lookups(*(frame.persist() for frame in (self.store, self.store_states, self.trend, self.weather)))
+    def each(self, step: Callable[[DataFrame], DataFrame]) -> "Lookups":
+        """The same tables, each passed through step (prepare materializes them: spark_session.materialized)."""
+        return Lookups(*(step(frame) for frame in (self.store, self.store_states, self.trend, self.weather)))
 
     @property
     def by_file(self) -> dict[str, DataFrame]:
