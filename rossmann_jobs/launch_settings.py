@@ -26,9 +26,10 @@ from rossmann_jobs.job_protocol import JOBS
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 EXECUTOR_JAVA_OPTIONS = "spark.executor.extraJavaOptions"   # a cluster's executors (in local mode: the driver's JVM)
 # With C1 only, HotSpot reserves 48 MB for compiled code, not the 240 MB of tiered compilation. Spark generates new
-# classes for every query, so a JVM running a few minutes of small queries (a 30-store prepare, the tests' session)
-# filled it in about 70 s; HotSpot then stops compiling ("CodeCache is full. Compiler has been disabled") and
-# runs every later query in the interpreter. The reservation is address space, not memory in use.
+# classes for every query: a session running small prepares one after another (as the tests' session does) filled
+# it in about 70 s; HotSpot then stops compiling ("CodeCache is full. Compiler has been disabled") and runs every
+# later query in the interpreter. A single 30-store prepare job stays below it. The reservation is address space,
+# not memory in use.
 C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 CLASS_ARCHIVE_ENV = "ROSSMANN_SPARK_CLASS_ARCHIVE"
 CLASS_ARCHIVE_NAME = "spark-classes.jsa"   # where scripts/setup_env.sh builds it: in the jobs environment's folder
