@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import urllib.request
 import zlib
@@ -85,10 +86,19 @@ def concurrent_runs(ui_stack, api):
                "--to-date", BACKFILL_DATE, "--dag-run-conf", json.dumps(SMALL_RUN_CONF)]
     created = subprocess.run(command, env=ui_stack.process_env(), capture_output=True, text=True, timeout=300)
     assert created.returncode == 0, f"airflow backfill create failed:\n{created.stdout}\n{created.stderr}"
-    # RUN_DATE's drop lands only once its sensor waits on the triggerer (deferred, holding no worker slot).
+    # RUN_DATE's drop lands only once its sensor waits on the triggerer (deferred, holding no worker slot), and once
+    # the scheduler has taken the exit of the worker process that deferred it. A trigger that fires before that
+    # races Airflow's LocalExecutor: the deferring process's "success" reached the scheduler after the resumed try
+    # was queued, and the scheduler failed that try as killed elsewhere (seen once, session 31; the drop had landed
+    # 2 s after the state read "deferred", while that process took 6 s to exit). A real drop lands minutes later.
     sensor_path = f"{run_path(triggered)}/taskInstances/wait_for_raw_drop"
     api.wait_for(lambda: api.call("GET", sensor_path)[1].get("state") == "deferred", 600,
                  "the REST run's sensor to defer", interval_s=2)
+    deferred_try = re.compile(rf"TaskInstance Finished: .*ti_id={api.call('GET', sensor_path)[1]['id']}, .*"
+                              r"state=deferred, .*executor_state=success")
+    scheduler_log = ui_stack.state.log_dir / "airflow-scheduler.log"
+    api.wait_for(lambda: deferred_try.search(scheduler_log.read_text(errors="replace")), 120,
+                 "the scheduler to take the exit of the process that deferred the sensor", interval_s=1)
     ui_stack.land(RUN_DATE, RUN_DATE)
 
     def finished():
