@@ -282,10 +282,11 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
               for name, raw_file in RAW_FILES.items()}
     with held_frames() as hold:   # every frame materialized in the block is released when it ends
         with timed("parse and classify the plan and the lookup files, materialized", timings):
-            # Small (16k rows at most) and read several times: by the checks, the joins, the row accounting. Each
-            # is materialized, so every later plan holds it as a leaf, not its parse and classification: building
-            # and analysing the feature pass's DataFrame took 10 s of a small drop's prepare with them inlined
-            # (bench/RESULTS.md, "Fixed cost per run"). The plan's problems are then examined without re-planning
+            # Small (a lookup file 16k rows at most, the plan 41k at full scale) and read several times: by the
+            # checks, the joins, the row accounting. Each is materialized, so every later plan holds it as a leaf,
+            # not its parse and classification: building and analysing the feature pass's DataFrame took 10 s of a
+            # small drop's prepare with them inlined (bench/RESULTS.md, "A small drop's prepare: the lookups as
+            # leaves"). The plan's problems are then examined without re-planning
             # the parse (the optimizer inlines the parse's CASE expressions into the filter and the struct fields a
             # quarantine query reads, and runs out of memory).
             parsed[TEST.name] = hold(parsed[TEST.name])
