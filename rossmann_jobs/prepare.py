@@ -286,9 +286,9 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
             # checks, the joins, the row accounting. Each is materialized, so every later plan holds it as a leaf,
             # not its parse and classification: building and analysing the feature pass's DataFrame took 10 s of a
             # small drop's prepare with them inlined (bench/RESULTS.md, "A small drop's prepare: the lookups as
-            # leaves"). The plan's problems are then examined without re-planning
-            # the parse (the optimizer inlines the parse's CASE expressions into the filter and the struct fields a
-            # quarantine query reads, and runs out of memory).
+            # leaves"). The plan's problems are then examined without re-planning the parse (the optimizer inlines
+            # the parse's CASE expressions into the filter and the struct fields a quarantine query reads, and runs
+            # out of memory).
             parsed[TEST.name] = hold(parsed[TEST.name])
             lookups, state_names = classify_lookups(parsed, RAW_FILES, as_of, point_in_time_mode)
             lookups, state_names = lookups.each(hold), hold(state_names)
