@@ -97,3 +97,18 @@ def horovod_binding_restored(monkeypatch):
     for module in (util_network, service_network, http_server):
         monkeypatch.setattr(module, "find_port", module.find_port)
     monkeypatch.setattr(spark_runner, "_make_mapper", spark_runner._make_mapper)
+
+
+@pytest.fixture(scope="session")
+def pit_drops(spark, tmp_path_factory):
+    """The point-in-time tests' generated snapshot, prepared per (drop, mode) once for the session: the features
+    tests (test_point_in_time.py) and the jobs' forecast chain (test_point_in_time_forecast.py) share them."""
+    from point_in_time_drops import SEED, STORES, PreparedDrops, read_csv
+    from rossmann_jobs.features.raw_schemas import RAW_FILES
+    from rossmann_jobs.synth.cli import generate
+    from rossmann_jobs.synth.dataset import SynthConfig
+
+    raw = str(tmp_path_factory.mktemp("pit-synth") / "raw")
+    generate(raw, SynthConfig(stores=STORES, seed=SEED))
+    snapshot = {name: read_csv(os.path.join(raw, name)) for name in RAW_FILES}
+    return PreparedDrops(spark, snapshot, str(tmp_path_factory.mktemp("pit-drops")))

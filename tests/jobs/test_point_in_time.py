@@ -1,27 +1,23 @@
 """Strict point in time: no prepared feature depends on a value dated after as-of; the seed mode does time-travel."""
 from __future__ import annotations
 
-import csv
-import io
 import math
-import os
 from datetime import date, timedelta
 
 import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from rossmann_jobs import storage
+from point_in_time_drops import AS_OF, SPLITS, week_end_of
 from rossmann_jobs.features import joins, point_in_time
 from rossmann_jobs.features.date_features import expand_date
 from rossmann_jobs.features.pipeline import Lookups, lookup_tables, trend_tables_known_at
-from rossmann_jobs.features.raw_schemas import DATE, DOUBLE, GOOGLE_TREND, RAW_FILES, WEATHER
+from rossmann_jobs.features.raw_schemas import DATE, DOUBLE, GOOGLE_TREND, WEATHER
 from rossmann_jobs.features.spec import ORIGIN_COLS
 from rossmann_jobs.features.validate import PROBLEM
 
 D = date.fromisoformat
 PROBLEM_TYPE = "struct<reason:string,column:string,record:string>"
-SPLITS = ("train", "validation", "test")
 
 
 def with_problem_column(df):
@@ -256,99 +252,25 @@ def test_weather_rows_after_as_of_are_flagged(spark):
 
 # --- the prepare job on generated data: perturbation and a realistic drop -----------------------------------------
 
-STORES, SEED = 4, 5
-AS_OF = D("2015-07-15")   # a Wednesday, before the test period (2015-08-01 ..): the horizon lies after it
+@pytest.fixture(scope="module")
+def snapshot(pit_drops):
+    return pit_drops.snapshot
 
 
-def read_csv(path):
-    with open(path, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def write_csv(path, name, rows):
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=RAW_FILES[name].column_names, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text.getvalue())
-
-
-def week_end_of(week_text):
-    return D(week_text.split(" - ")[1].strip())
-
-
-def perturbed(files):
-    """Every value dated after AS_OF changed, within the files' valid ranges; test.csv (the plan) unchanged."""
-    flip = {"0": "1", "1": "0"}
-    out = {name: [dict(row) for row in rows] for name, rows in files.items()}
-    for row in out["train.csv"]:
-        if D(row["Date"]) > AS_OF:
-            opened = flip[row["Open"]]   # a closed day has no sales (a closed day with sales is quarantined)
-            row.update(Sales=str(int(row["Sales"]) * 2 + 7) if opened == "1" else "0",
-                       Customers=str(int(row["Customers"]) + 3), Open=opened, Promo=flip[row["Promo"]],
-                       SchoolHoliday=flip[row["SchoolHoliday"]],
-                       StateHoliday="a" if row["StateHoliday"] == "0" else "0")
-    numeric = [name for name, kind in WEATHER.columns if name not in ("file", "Date", "Events")]
-    for row in out["weather.csv"]:
-        if D(row["Date"]) > AS_OF:
-            for col in numeric:
-                row[col] = str(float(row[col]) + 3) if row[col].strip() else "4"
-            row["Events"] = {"": "Rain", "Rain": "Snow"}.get(row["Events"], "")
-    for row in out["googletrend.csv"]:
-        if week_end_of(row["week"]) > AS_OF:
-            row["trend"] = str((int(row["trend"]) + 17) % 101)
-    return out
-
-
-def realistic(files):
-    """The drop of AS_OF as it would land: history up to it only, and the plan of the days after it."""
-    return {**files,
-            "train.csv": [r for r in files["train.csv"] if D(r["Date"]) <= AS_OF],
-            "weather.csv": [r for r in files["weather.csv"] if D(r["Date"]) <= AS_OF],
-            "googletrend.csv": [r for r in files["googletrend.csv"] if week_end_of(r["week"]) <= AS_OF]}
+def prepared(pit_drops, drop, mode):
+    """(metadata, {split: sorted pandas frame}) of a drop prepared once in the session (conftest.pit_drops)."""
+    done = pit_drops(drop, mode)
+    return done.metadata, done.splits()
 
 
 @pytest.fixture(scope="module")
-def snapshot(tmp_path_factory):
-    from rossmann_jobs.synth.cli import generate
-    from rossmann_jobs.synth.dataset import SynthConfig
-
-    raw = str(tmp_path_factory.mktemp("synth") / "raw")
-    generate(raw, SynthConfig(stores=STORES, seed=SEED))
-    return {name: read_csv(os.path.join(raw, name)) for name in RAW_FILES}
+def strict_full(pit_drops):
+    return prepared(pit_drops, "full", point_in_time.STRICT)
 
 
 @pytest.fixture(scope="module")
-def prepare(spark, tmp_path_factory):
-    """prepare(files, mode) -> (metadata, {split: sorted pandas frame}); each drop written and prepared once."""
-    from rossmann_jobs.prepare import run_prepare
-
-    def run(files, mode):
-        raw = str(tmp_path_factory.mktemp("raw"))
-        for name, rows in files.items():
-            write_csv(os.path.join(raw, name), name, rows)
-        out = str(tmp_path_factory.mktemp("features"))
-        metadata = run_prepare(spark, raw, out, AS_OF, num_shards=2, point_in_time_mode=mode)
-        return metadata, committed_splits(out)
-    return run
-
-
-def committed_splits(out: str) -> dict[str, pd.DataFrame]:
-    """Every split of a committed prepare output, sorted by store and date (shard and row order are not the claim)."""
-    attempt = storage.committed_uri(out)
-    return {name: pd.read_parquet(storage.join(attempt, name)).sort_values(["StoreId", "Date"]).reset_index(drop=True)
-            for name in SPLITS}
-
-
-@pytest.fixture(scope="module")
-def strict_full(snapshot, prepare):
-    return prepare(snapshot, point_in_time.STRICT)
-
-
-@pytest.fixture(scope="module")
-def seed_full(snapshot, prepare):
-    return prepare(snapshot, point_in_time.SEED)
+def seed_full(pit_drops):
+    return prepared(pit_drops, "full", point_in_time.SEED)
 
 
 def assert_same_splits(ours, theirs):
@@ -356,11 +278,10 @@ def assert_same_splits(ours, theirs):
         pd.testing.assert_frame_equal(ours[name], theirs[name], obj=name)
 
 
-def test_strict_features_ignore_every_value_dated_after_as_of_and_seed_features_do_not(snapshot, prepare,
+def test_strict_features_ignore_every_value_dated_after_as_of_and_seed_features_do_not(snapshot, pit_drops,
                                                                                          strict_full, seed_full):
-    changed = perturbed(snapshot)
     metadata, splits = strict_full
-    changed_metadata, changed_splits = prepare(changed, point_in_time.STRICT)
+    changed_metadata, changed_splits = prepared(pit_drops, "perturbed", point_in_time.STRICT)
     assert set(ORIGIN_COLS) <= set(splits["train"].columns) & set(splits["test"].columns)   # compared too
     assert_same_splits(splits, changed_splits)
     assert metadata["vocabularies"] == changed_metadata["vocabularies"]
@@ -369,7 +290,7 @@ def test_strict_features_ignore_every_value_dated_after_as_of_and_seed_features_
 
     # The same perturbation moves the seed's features: its joins read values dated after as-of.
     _seed_metadata, seed = seed_full
-    _changed_seed_metadata, changed_seed = prepare(changed, point_in_time.SEED)
+    _changed_seed_metadata, changed_seed = prepared(pit_drops, "perturbed", point_in_time.SEED)
     for col in ("trend", "trend_de", "Max_TemperatureC", "Mean_Humidity"):
         assert (seed["test"][col] != changed_seed["test"][col]).any(), col
     # The last days (validation rows: the out-of-time window ends at as-of): their seed weeks end after as-of.
@@ -422,10 +343,8 @@ def test_the_ledger_counts_lookup_rows_dated_after_as_of(snapshot, strict_full):
     assert set(metadata["point_in_time"]["rules"]) == {"sales_rows", "trend", "weather", "lookup_rows_after_as_of"}
 
 
-def test_a_realistic_drop_passes_strict_prepare_with_the_features_of_the_full_snapshot(snapshot, prepare,
-                                                                                       strict_full):
-    drop = realistic(snapshot)
-    metadata, splits = prepare(drop, point_in_time.STRICT)
+def test_a_realistic_drop_passes_strict_prepare_with_the_features_of_the_full_snapshot(pit_drops, strict_full):
+    metadata, splits = prepared(pit_drops, "realistic", point_in_time.STRICT)
     assert metadata["row_counts"]["rejected"] == 0
     assert all(outcome != "quarantined" for outcomes in metadata["row_counts"]["files"].values()
                for outcome in outcomes)

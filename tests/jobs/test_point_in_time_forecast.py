@@ -1,21 +1,22 @@
-"""Strict point in time, end to end: prepare -> train -> predict through spark-submit on a full snapshot and on a
-copy of it in which every value dated after as-of D is changed give the same forecast and the same validation score.
+"""Strict point in time, end to end: train -> predict through spark-submit, on the features of a full snapshot and
+of a copy of it in which every value dated after as-of D is changed, give the same forecast and the same validation
+score.
 
 tests/jobs/test_point_in_time.py shows it for the prepared features (and, in
 test_strict_features_ignore_every_value_dated_after_as_of_and_seed_features_do_not, that the same perturbation does
-move the features in `--point-in-time seed` mode, i.e. that it reaches what a time-travelling join reads); here the
-real jobs run on local files, so nothing the predict job reads on its own (the raw drop's test.csv, the baseline's
-history) can bring a value dated after D back in either.
+move the features in `--point-in-time seed` mode, i.e. that it reaches what a time-travelling join reads). The two
+drops and their features are that module's (conftest.pit_drops: prepared once, in the session's Spark, by the
+function prepare's main() runs); here the train and predict jobs run on local files, so nothing the predict job reads
+on its own (the raw drop's test.csv, the baseline's history) can bring a value dated after D back in either.
 
-The train job reads nothing but its --features output (and a champion, none here), so once both prepare runs are
-shown to commit the same rows, one model trained on them stands for both: the two predict runs then differ only in
-the drop and the features they are given.
+The train job reads nothing but its --features output (and a champion, none here), so once both drops are shown to
+have the same rows, one model trained on them stands for both: the two predict runs then differ only in the drop and
+the features they are given.
 """
 from __future__ import annotations
 
 import io
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,20 +24,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from point_in_time_drops import AS_OF, SPLITS, week_end_of
 from rossmann_jobs import storage
-from rossmann_jobs.features.raw_schemas import RAW_FILES
+from rossmann_jobs.features.point_in_time import STRICT
 from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
-from test_point_in_time import (
-    AS_OF,
-    SEED,
-    SPLITS,
-    STORES,
-    committed_splits,
-    perturbed,
-    read_csv,
-    week_end_of,
-    write_csv,
-)
 from testkit.job_process import JobProcess
 
 pytestmark = pytest.mark.slow
@@ -62,63 +53,39 @@ def committed(out: str, name: str) -> bytes:
     return storage.read_bytes(storage.join(storage.committed_uri(out), name))
 
 
-@pytest.fixture(scope="module")
-def snapshot(tmp_path_factory):
-    """The generated full snapshot (every file, train.csv through 2015-07-31, test.csv = the plan after D)."""
-    from rossmann_jobs.synth.cli import generate
-    from rossmann_jobs.synth.dataset import SynthConfig
-
-    raw = str(tmp_path_factory.mktemp("synth") / "raw")
-    generate(raw, SynthConfig(stores=STORES, seed=SEED))
-    return {name: read_csv(os.path.join(raw, name)) for name in RAW_FILES}
-
-
-def land(files, work) -> str:
-    raw = str(work / "raw")
-    os.makedirs(raw)
-    for name, rows in files.items():   # both drops through the same CSV writer: only the values differ
-        write_csv(os.path.join(raw, name), name, rows)
-    return raw
-
-
-def prepare(raw, work) -> str:
-    features = str(work / "features")
-    run_job("prepare", ["--raw", raw, "--out", features, "--as-of", str(AS_OF), "--num-shards", str(SHARDS)],
-            work / "prepare.log")
-    return features
-
-
-def predict(model, features, raw, work) -> dict:
+def predict(model, drop, work) -> dict:
     out = str(work / "predict")
-    run_job("predict", ["--model", model, "--features", features, "--raw", raw, "--out", out], work / "predict.log")
+    run_job("predict", ["--model", model, "--features", drop.features, "--raw", drop.raw, "--out", out],
+            work / "predict.log")
     return {"submission": pd.read_csv(io.BytesIO(committed(out, "submission.csv"))).sort_values("Id")
             .reset_index(drop=True),
             "summary": storage.read_manifest(out)["summary"]}
 
 
 @pytest.fixture(scope="module")
-def changed_files(snapshot):
-    return perturbed(snapshot)
+def snapshot(pit_drops):
+    return pit_drops.snapshot
 
 
 @pytest.fixture(scope="module")
-def forecasts(snapshot, changed_files, tmp_path_factory):
-    """Both drops prepared side by side, one model trained on the full drop's features, both forecasts side by side
-    (the jobs mostly wait on start-up: JVM, TF, Horovod)."""
-    drops = {"full": snapshot, "perturbed": changed_files}
+def changed_files(pit_drops):
+    return pit_drops("perturbed", STRICT).files
+
+
+@pytest.fixture(scope="module")
+def forecasts(pit_drops, tmp_path_factory):
+    """One model trained on the full drop's features, both forecasts side by side (the jobs mostly wait on start-up:
+    JVM, TF, Horovod)."""
+    drops = {name: pit_drops(name, STRICT) for name in ("full", "perturbed")}
     works = {name: tmp_path_factory.mktemp(name) for name in drops}
-    raws = {name: land(files, works[name]) for name, files in drops.items()}
-    with ThreadPoolExecutor(max_workers=len(drops)) as pool:
-        features = dict(zip(drops, pool.map(lambda name: prepare(raws[name], works[name]), drops)))
     model = str(works["full"] / "runs" / "train")   # predict loads models from the storage root's runs/ only
-    run_job("train", ["--features", features["full"], "--out", model, *TRAIN_ARGS], works["full"] / "train.log")
+    run_job("train", ["--features", drops["full"].features, "--out", model, *TRAIN_ARGS], works["full"] / "train.log")
     with ThreadPoolExecutor(max_workers=len(drops)) as pool, pytest.MonkeyPatch.context() as patch:
         patch.setenv(STORAGE_ROOT_ENV, str(works["full"]))
-        predicted = dict(zip(drops, pool.map(lambda name: predict(model, features[name], raws[name], works[name]),
-                                             drops)))
+        predicted = dict(zip(drops, pool.map(lambda name: predict(model, drops[name], works[name]), drops)))
     metrics = json.loads(committed(model, "metrics.json"))
-    return {name: {**predicted[name], "splits": committed_splits(features[name]),
-                   "metadata": json.loads(committed(features[name], "metadata.json")), "metrics": metrics}
+    return {name: {**predicted[name], "splits": drops[name].splits(), "metadata": drops[name].metadata,
+                   "metrics": metrics}
             for name in drops}
 
 
