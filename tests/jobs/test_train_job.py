@@ -1,6 +1,7 @@
 """End-to-end tests of the train job through spark-submit: 2 Horovod ranks on local[2], real S3 (moto) and disk.
 
-The S3 run is the real chain: synthetic raw drop -> prepare job -> train job. Each module fixture pays Horovod's
+The S3 run is the chain on S3: synthetic raw drop -> prepare (run_prepare, what prepare's main() runs, in the
+tests' Spark session: its spark-submit on S3 is test_prepare_job's) -> train job. Each module fixture pays Horovod's
 start-up (~1 min) once and feeds several assertions. A rank killed mid-training and the re-run that resumes from its
 checkpoint are tested through Airflow on the standalone cluster (tests/dag/test_cluster_e2e.py: the task's first try
 fails fast, its retry resumes from the next epoch): the job-side copy of that test is gone to keep the suite short.
@@ -14,6 +15,7 @@ import re
 import subprocess
 import time
 import uuid
+from datetime import date
 
 import numpy as np
 import pandas as pd
@@ -67,9 +69,10 @@ def committed_json(out: str, name: str) -> dict:
 # --- synth -> prepare -> train on S3 ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def s3_run(s3_server, tmp_path_factory):
+def s3_run(s3_server, spark, tmp_path_factory):
     import boto3
 
+    from rossmann_jobs.prepare import run_prepare
     from rossmann_jobs.synth.cli import generate
     from rossmann_jobs.synth.dataset import SynthConfig
 
@@ -79,9 +82,7 @@ def s3_run(s3_server, tmp_path_factory):
     raw, features, out = (f"s3://{bucket}/raw/{AS_OF}", f"s3://{bucket}/runs/{AS_OF}/features",
                           f"s3://{bucket}/runs/{AS_OF}/train")
     generate(raw, SynthConfig(stores=E2E_STORES, seed=11), truth_uri=f"s3://{bucket}/truth/{AS_OF}.json")
-    code, log, _, _ = spark_submit("prepare.py", ["--raw", raw, "--out", features, "--as-of", AS_OF,
-                                               "--num-shards", str(SHARDS)], work / "prepare.log")
-    assert code == 0, f"prepare failed:\n{log[-4000:]}"
+    run_prepare(spark, raw, features, date.fromisoformat(AS_OF), num_shards=SHARDS)
     metadata = committed_json(features, METADATA_FILE)
     code, log, seconds, sampler = spark_submit("train.py", ["--features", features, "--out", out, *E2E_TRAIN_ARGS],
                                                work / "train.log")
