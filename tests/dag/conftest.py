@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from installed_venv import InstalledVenv
 from stack_helpers import FIRST_DATE, FIRST_RUN_CONF, REPO_ROOT, embedded, run_dag, start_stack
 
 
@@ -29,6 +30,13 @@ def built_wheels(tmp_path_factory) -> Path:
     subprocess.run(["bash", str(REPO_ROOT / "scripts" / "build_wheels.sh"), str(out)], check=True,
                    env={**os.environ, "PIP": str(Path(sys.executable).parent / "pip")})
     return out
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory, built_wheels) -> InstalledVenv:
+    """Both wheels installed into a new venv without the checkout: the installed-wheel checks, and the venv whose
+    Airflow runs the cluster end to end's DAG run (one run proves both)."""
+    return InstalledVenv.install(tmp_path_factory.mktemp("wheel-install"), built_wheels)
 
 
 @pytest.fixture(scope="session")

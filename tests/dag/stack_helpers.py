@@ -132,10 +132,15 @@ def task_tries(dags_test_output: str, task_id: str) -> list[str]:
     return re.findall(pattern, dags_test_output, flags=re.DOTALL)
 
 
-def run_dag(stack: StackHandle, logical_date: str, conf: dict, extra_env: dict[str, str] | None = None) -> dict:
-    """Land the day's drop, run the whole DAG with `airflow dags test`, check that every task succeeded."""
+def run_dag(stack: StackHandle, logical_date: str, conf: dict, extra_env: dict[str, str] | None = None,
+            installed=None) -> dict:
+    """Land the day's drop, run the whole DAG with `airflow dags test`, check that every task succeeded. With an
+    installed venv (installed_venv.InstalledVenv), its Airflow runs the DAG of its installed wheel."""
     stack.land(logical_date, logical_date)
-    result = stack.dags_test(logical_date, conf, extra_env=extra_env)
+    if installed is None:
+        result = stack.dags_test(logical_date, conf, extra_env=extra_env)
+    else:
+        result = installed.dags_test(logical_date, conf, {**installed.stack_env(stack.env), **(extra_env or {})})
     summary = stack.run_summary(logical_date)
     assert "success" in summary["state"] and sorted(summary["tasks"]) == sorted(TASKS), (
         f"run for {logical_date} ended {summary['state']}: {summary['tasks']}\n{result.stdout[-6000:]}")
