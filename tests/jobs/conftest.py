@@ -14,13 +14,16 @@ from rossmann_jobs.launch_settings import CLASS_ARCHIVE_ENV, JAVA_OPTIONS, jobs_
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBS_BIN = Path(sys.executable).parent
 
-# Every JVM of the tests starts as the DAG starts a small drop's jobs (rossmann_jobs/launch_settings.py): from the
-# jobs environment's class archive where scripts/setup_env.sh built one, and with C1-only JIT (the in-process
-# session, launched from PYSPARK_SUBMIT_ARGS, runs many small queries on small data: C1 cut a features test
-# module's wall time by ~30 % here). Spark-submitted jobs get the same through testkit/job_process.py.
+# Spark-submitted jobs start as the DAG starts a small drop's jobs (testkit/job_process.py: C1-only JIT, from the
+# jobs environment's class archive where scripts/setup_env.sh built one). The in-process session (launched from
+# PYSPARK_SUBMIT_ARGS) is the other kind of JVM: one driver that runs the suite's hundreds of small queries for half
+# an hour, mostly on one core. It starts from the class archive too, but with tiered JIT (Spark's default,
+# launch_conf for a drop of unknown size): C2 compiles on the idle core, and the planner and the code generator run
+# faster for the rest of the session. Seven in-process modules took 463 s against 668 s with C1 only
+# (bench/bench_test_jit.py; bench/RESULTS.md, "Test suite", session 32).
 if jobs_env_class_archive(sys.prefix).is_file():
     os.environ.setdefault(CLASS_ARCHIVE_ENV, str(jobs_env_class_archive(sys.prefix)))
-_JAVA_OPTIONS = shlex.quote(launch_conf("prepare", 0)[JAVA_OPTIONS])
+_JAVA_OPTIONS = shlex.quote(launch_conf("prepare", None).get(JAVA_OPTIONS, ""))
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-java-options {_JAVA_OPTIONS} pyspark-shell")
 
 
