@@ -401,7 +401,8 @@ def test_each_run_scores_the_earlier_forecasts_against_its_actuals(dag_test_stac
 # A second `airflow dags test` of the same date would not do: Airflow 3.3.2's DAG.test() deletes the date's run and
 # creates a new one whose run id comes from the wall clock (manual__<now>), i.e. new run-scoped prefixes. So the
 # fixture does what an operator does: `airflow tasks clear` the run, then runs each task again in DAG order with
-# `airflow tasks test <dag> <task> <run id>` (which, in Airflow 3, records the task state and XCom of that run).
+# `airflow tasks test <dag> <task> <run id>` (which, in Airflow 3, records the task state and XCom of that run); the
+# fixture's script runs those CLI commands in one process.
 # Prepare re-commits identical features in a new attempt, so train's checkpoints (tied to the old attempt) do not
 # resume and it trains afresh: the case where the champion's weights could change under an unchanged pointer.
 OUTPUTS = ("features", "model", "predictions")
@@ -439,19 +440,15 @@ def submission_sales(stack, submission_uri: str) -> dict[int, float]:
 
 
 def clear_and_rerun(stack, run_id: str, task_params: dict[str, dict]) -> str:
-    """`airflow tasks clear` every task of the run, then run each again in DAG order; returns their output."""
-    airflow = [str(AIRFLOW_PYTHON.parent / "airflow")]
-    cleared = subprocess.run([*airflow, "tasks", "clear", DAG_ID, "-s", FIRST_DATE, "-e", FIRST_DATE, "-y"],
-                             env=stack.process_env(), capture_output=True, text=True, timeout=600)
-    assert cleared.returncode == 0, cleared.stdout + cleared.stderr
-    output = []
-    for task in TASKS:
-        params = ["-t", json.dumps(task_params[task])] if task in task_params else []
-        ran = subprocess.run([*airflow, "tasks", "test", *params, DAG_ID, task, run_id], env=stack.process_env(),
-                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500)
-        output.append(ran.stdout + ran.stderr)
-        assert ran.returncode == 0, f"re-run of {task} failed:\n{output[-1][-6000:]}"
-    return "\n".join(output)
+    """`airflow tasks clear` every task of the run, then run each again in DAG order (rerun_in_place.py: the CLI's
+    own commands in one process; Airflow's start-up cost ~15 s of CPU per command here); returns their output."""
+    ran = subprocess.run([str(AIRFLOW_PYTHON), str(REPO_ROOT / "tests" / "dag" / "rerun_in_place.py"), DAG_ID, run_id,
+                          FIRST_DATE, json.dumps(TASKS), json.dumps(task_params)], env=stack.process_env(),
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=3000)
+    output = ran.stdout + ran.stderr
+    assert ran.returncode == 0, f"the re-run failed:\n{output[-6000:]}"
+    assert output.count("== re-run of ") == len(TASKS), output[-6000:]
+    return output
 
 
 @pytest.fixture(scope="module")
