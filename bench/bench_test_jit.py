@@ -3,8 +3,8 @@
 The job-side suite runs one long-lived driver JVM (tests/jobs/conftest.py builds its options from
 PYSPARK_SUBMIT_ARGS) through hundreds of small queries for half an hour; the DAG's jobs are short JVMs, where C1
 wins. Runs pytest on the modules once per variant, alternated over --rounds, and records wall and CPU seconds (the
-pytest process tree's user + system time), pass/fail counts, and the machine. Writes bench/out/test_jit.json and
-prints a table.
+pytest process tree's user + system time, sampled: bench/tree_cpu.py), pass/fail counts, and the machine. Writes
+bench/out/test_jit.json and prints a table.
 
     PATH=.venvs/jobs/bin:$PATH .venvs/jobs/bin/python bench/bench_test_jit.py [--rounds 1] [--modules a.py,b.py]
 """
@@ -15,11 +15,12 @@ import json
 import os
 import platform
 import re
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tree_cpu import TreeCpu  # bench/, this script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 CLASS_ARCHIVE = REPO / ".venvs" / "jobs" / "spark-classes.jsa"
@@ -33,17 +34,18 @@ VARIANTS = {"c1-only": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m",
 def run(variant: str, modules: list[str]) -> dict:
     options = VARIANTS[variant] + (f" -XX:SharedArchiveFile={CLASS_ARCHIVE}" if CLASS_ARCHIVE.is_file() else "")
     env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{options}' pyspark-shell"}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", *(f"tests/jobs/{m}" for m in modules), "-q",
-                           "-p", "no:cacheprovider"], cwd=REPO, env=env, capture_output=True, text=True)
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *(f"tests/jobs/{m}" for m in modules), "-q",
+                                "-p", "no:cacheprovider"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    tree = TreeCpu(process.pid)   # the driver JVM is pyspark's child, which pytest never waits for
+    output, _ = process.communicate()
+    cpu = tree.stop()
     wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    summary = done.stdout.strip().splitlines()[-1]
+    summary = output.strip().splitlines()[-1]
     counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|error)", summary)}
-    return {"variant": variant, "java_options": options, "wall_s": round(wall, 1),
-            "cpu_s": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 1),
-            "counts": counts, "exit_code": done.returncode, "load_average": os.getloadavg()}
+    return {"variant": variant, "java_options": options, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+            "counts": counts, "exit_code": process.returncode, "load_average": os.getloadavg()}
 
 
 def main() -> None:
