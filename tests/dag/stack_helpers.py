@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -126,10 +127,25 @@ def retry_after(stack: StackHandle, seconds: int) -> None:
         f"    task.retry_delay = timedelta(seconds={int(seconds)})\n")
 
 
+# `airflow dags test`'s own marks of a task's try (airflow.sdk.definitions.dag): it writes no log files, so a try's
+# output is what lies between its two marks.
+DAG_TEST_START, DAG_TEST_END = "[DAG TEST] starting", "[DAG TEST] end task"
+DAG_TEST_MARK = re.compile(rf"^\S*?(\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)\S*\s.*"
+                           rf"({re.escape(DAG_TEST_START)}|{re.escape(DAG_TEST_END)}) task_id=(\S+) ", re.M)
+
+
 def task_tries(dags_test_output: str, task_id: str) -> list[str]:
-    """The output of each try of one task in an `airflow dags test` run, in order (it writes no log files)."""
-    pattern = rf"\[DAG TEST\] starting task_id={task_id} .*?\[DAG TEST\] end task task_id={task_id} "
+    """The output of each try of one task in an `airflow dags test` run, in order."""
+    pattern = rf"{re.escape(DAG_TEST_START)} task_id={task_id} .*?{re.escape(DAG_TEST_END)} task_id={task_id} "
     return re.findall(pattern, dags_test_output, flags=re.DOTALL)
+
+
+def retry_gap(dags_test_output: str, task_id: str) -> tuple[datetime, datetime]:
+    """When `airflow dags test` ended a task's first try and started its second (the marks' time stamps)."""
+    marks = [(mark, datetime.fromisoformat(stamp.replace(" ", "T"))) for stamp, mark, task in
+             DAG_TEST_MARK.findall(dags_test_output) if task == task_id]
+    assert [mark for mark, _ in marks][:3] == [DAG_TEST_START, DAG_TEST_END, DAG_TEST_START], marks
+    return marks[1][1], marks[2][1]
 
 
 def run_dag(stack: StackHandle, logical_date: str, conf: dict, extra_env: dict[str, str] | None = None,

@@ -42,6 +42,7 @@ from stack_helpers import (
     SCORING_TASKS,
     embedded,
     retry_after,
+    retry_gap,
     run_dag,
     start_stack,
     task_tries,
@@ -135,24 +136,10 @@ def cluster_run(tmp_path_factory, spark_cluster, postgres_server, executor_env_a
               f"at {killer.killed_at} with the checkpoint of epoch {killer.pointer_epoch}; "
               f"{len(janitor.removed)} unpacked executor environments removed after their applications")
         yield {**run, "stack": stack, "master": master, "cluster": cluster, "killer": killer, "janitor": janitor,
-               "wheel": installed.jobs_wheel, "installed": installed,
+               "installed": installed,
                "train_logs": task_tries(run["output"], "train_model")}
     finally:
         embedded.stop_process(stack.state, "moto")
-
-
-# `airflow dags test`'s own marks of a task's try (airflow.sdk.definitions.dag), after the log line's time stamp.
-DAG_TEST_MARK = re.compile(r"^\S*?(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)\S*\s.*\[DAG TEST\] "
-                           r"(starting|end task) task_id=(\S+) ", re.M)
-
-
-def retry_gap(dags_test_output: str, task_id: str) -> tuple[datetime, datetime]:
-    """When `airflow dags test` ended a task's first try and started its second (its own log marks)."""
-    marks = [(kind, datetime.fromisoformat(stamp.replace(" ", "T"))) for stamp, kind, task in
-             DAG_TEST_MARK.findall(dags_test_output) if task == task_id]
-    kinds = [kind for kind, _ in marks]
-    assert kinds[:3] == ["starting", "end task", "starting"], marks
-    return marks[1][1], marks[2][1]
 
 
 def committed_attempt(stack, out_uri: str) -> str:
@@ -247,7 +234,7 @@ def test_the_installed_wheels_ran_the_dag_and_every_spark_job(cluster_run):
 def test_every_rank_ran_the_shipped_environment_and_package(cluster_run):
     """Each rank's Python is the archive unpacked in its executor's folder, and its rossmann_jobs the shipped wheel;
     the drivers imported the wheel too. Only the finished applications' unpacked copies are gone (the janitor)."""
-    wheel = cluster_run["wheel"]
+    wheel = cluster_run["installed"].jobs_wheel
     for log in cluster_run["train_logs"]:
         placed = RANK_PLACEMENT.findall(log)
         assert sorted(rank for rank, *_ in placed) == ["0", "1"], log[-3000:]
