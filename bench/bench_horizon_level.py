@@ -9,8 +9,13 @@ error against the truth's expected sales by lead (validation rows seen from D - 
 - `holiday-clean`: the origin level features (features/recent_level.py) recomputed without the days within 2 days
   of a state holiday (the rush before, the rebound after); `holiday-clean-balanced`: the same with each window's
   level the mean of its weekdays' means, so the days left out do not tilt its weekday mix;
-- `without-<group>`: one group of columns (WITHOUT_GROUPS: the near-event days of one event, the seed's day counts)
-  held at one value in every split, so the model cannot use them (an ablation);
+- `without-<group>`: one group of columns (WITHOUT_GROUPS: the near-event days of one event, the seed's day counts,
+  the Year, the calendar's Month/Week/Day) held at one value in every split, so the model cannot use them (an
+  ablation);
+- `trend-since-level`: each row's trend and trend_de as a ratio to their mean over the 144 days up to the row's
+  origin (the window of its 144-day level), so the model sees how far the trend moved since its levels were
+  measured, not the trend's absolute value (predict's interval calibration then reads those ratios as trends: its
+  coverage is not a measure of the variant);
 - `level-deltas`: the origin levels as the 384-day level and each shorter window's difference from the next longer
   one (the weekday-promo level's from the 384-day level);
 - `events-within-reach`: every row sees the next promo or holiday only up to its origin + 48 days, as a horizon row
@@ -55,9 +60,10 @@ WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSinc
                   "state-holiday-days": [f"{side}StateHoliday" for side in ("DaysTo", "DaysSince")],
                   "school-holiday-days": [f"{side}SchoolHoliday" for side in ("DaysTo", "DaysSince")],
                   "seed-day-counts": [f"{side}{event}" for side in ("Before", "After") for event in EVENTS],
-                  "seed-state-holiday-counts": ["BeforeStateHoliday", "AfterStateHoliday"]}
+                  "seed-state-holiday-counts": ["BeforeStateHoliday", "AfterStateHoliday"],
+                  "year": ["Year"], "calendar": ["Month", "Week", "Day"]}
 VARIANTS = ("refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach", "level-deltas",
-            *(f"without-{group}" for group in WITHOUT_GROUPS))
+            "trend-since-level", *(f"without-{group}" for group in WITHOUT_GROUPS))
 
 
 def committed_dir(out: Path) -> Path:
@@ -273,6 +279,49 @@ def level_deltas(table: pa.Table) -> tuple[pa.Table, int]:
     return table, table.num_rows
 
 
+TREND_WINDOW_DAYS = ORIGIN_BLOCK_DAYS * LEVEL_BLOCKS[1]   # the 144-day level's window
+
+
+def trend_since_level(attempt: Path):
+    """Each row's trend and trend_de as a ratio to their mean over the TREND_WINDOW_DAYS up to the row's origin
+    (Date - LeadDays), from the train and validation rows (all dated <= D): how far the trend moved since the window
+    that the row's recent sales levels were measured over. A row without such days keeps a ratio of 1."""
+    parts = [part for split in ("train", "validation") for part in sorted((attempt / split).glob("part-*.parquet"))]
+    known = pd.concat([pq.read_table(part, columns=["StoreId", "Date", "trend", "trend_de"]).to_pandas()
+                       for part in parts])
+    known["Date"] = pd.to_datetime(known["Date"])
+    days = pd.date_range(known["Date"].min(), known["Date"].max())
+    cumulative = {}
+    for store, rows in known.groupby("StoreId"):
+        daily = rows.set_index("Date")[["trend", "trend_de"]].reindex(days)
+        present = daily.notna().all(axis=1).astype(float).to_numpy()
+        values = daily.fillna(0.0).to_numpy()
+        cumulative[store] = (np.vstack([np.zeros((1, 2)), np.cumsum(values, axis=0)]),
+                             np.concatenate([[0.0], np.cumsum(present)]))
+    first = days[0]
+
+    def change(table: pa.Table) -> tuple[pa.Table, int]:
+        frame = table.select(["StoreId", "Date", "LeadDays", "trend", "trend_de"]).to_pandas()
+        lead = pd.to_timedelta(frame["LeadDays"].astype(int), unit="D")
+        origin = (pd.to_datetime(frame["Date"]) - lead - first).dt.days
+        end = np.clip(origin.to_numpy() + 1, 0, len(days))
+        start = np.clip(end - TREND_WINDOW_DAYS, 0, len(days))
+        ratios = np.ones((len(frame), 2))
+        for store, index in frame.groupby("StoreId").indices.items():
+            if store not in cumulative:
+                continue
+            sums, counts = cumulative[store]
+            n = counts[end[index]] - counts[start[index]]
+            mean = (sums[end[index]] - sums[start[index]]) / np.maximum(n, 1)[:, None]
+            current = frame[["trend", "trend_de"]].to_numpy()[index]
+            ok = (n > 0)[:, None] & (mean > 0)
+            ratios[index] = np.where(ok, current / np.where(ok, mean, 1.0), 1.0)
+        table = set_column(table, "trend", ratios[:, 0].astype(np.float32))
+        table = set_column(table, "trend_de", ratios[:, 1].astype(np.float32))
+        return table, table.num_rows
+    return change
+
+
 def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdir: Path) -> dict:
     dest = workdir / "horizon-level" / f"{variant}-{cell.parent.name}-{cell.name}"
     attempt = copy_features(cell, dest)
@@ -283,6 +332,8 @@ def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdi
         facts["rows_changed"] = rewrite_columns(attempt, level_deltas)
     elif variant == "events-within-reach":
         facts["rows_changed"] = rewrite_columns(attempt, events_within_reach)
+    elif variant == "trend-since-level":
+        facts["rows_changed"] = rewrite_columns(attempt, trend_since_level(attempt))
     elif variant.startswith("without-"):
         facts["rows_changed"] = rewrite_columns(attempt, without(WITHOUT_GROUPS[variant.removeprefix("without-")]))
     else:
