@@ -306,6 +306,7 @@ def trend_since_level(attempt: Path):
         origin = (pd.to_datetime(frame["Date"]) - lead - first).dt.days
         end = np.clip(origin.to_numpy() + 1, 0, len(days))
         start = np.clip(end - TREND_WINDOW_DAYS, 0, len(days))
+        current = frame[["trend", "trend_de"]].to_numpy()
         ratios = np.ones((len(frame), 2))
         for store, index in frame.groupby("StoreId").indices.items():
             if store not in cumulative:
@@ -313,9 +314,8 @@ def trend_since_level(attempt: Path):
             sums, counts = cumulative[store]
             n = counts[end[index]] - counts[start[index]]
             mean = (sums[end[index]] - sums[start[index]]) / np.maximum(n, 1)[:, None]
-            current = frame[["trend", "trend_de"]].to_numpy()[index]
             ok = (n > 0)[:, None] & (mean > 0)
-            ratios[index] = np.where(ok, current / np.where(ok, mean, 1.0), 1.0)
+            ratios[index] = np.where(ok, current[index] / np.where(ok, mean, 1.0), 1.0)
         table = set_column(table, "trend", ratios[:, 0].astype(np.float32))
         table = set_column(table, "trend_de", ratios[:, 1].astype(np.float32))
         return table, table.num_rows
