@@ -81,6 +81,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the --warm-start-model's recorded SHA-256 digests (JSON); empty: its train job's")
     parser.add_argument("--warm-start-epochs", type=int, default=None,
                         help="epochs of a warm-started run (default: --epochs)")
+    parser.add_argument("--seed", type=int, default=defaults.seed,
+                        help="initial weights and shuffling (rank r uses seed + r); compare defaults over several")
     args = parser.parse_args(argv)
     for name in ("epochs", "batch_size", "embedding_dim", "warm_start_epochs", "min_steps_per_epoch"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -149,7 +151,7 @@ def params_from_args(args: argparse.Namespace) -> TrainParams:
     return TrainParams(epochs=args.epochs, batch_size=args.batch_size, min_steps_per_epoch=args.min_steps_per_epoch,
                        learning_rate=args.learning_rate,
                        hidden_units=hidden_units, embedding_dim=args.embedding_dim, lr_schedule=args.lr_schedule,
-                       warmup_epochs=args.warmup_epochs)
+                       warmup_epochs=args.warmup_epochs, seed=args.seed)
 
 
 def run_horovod(config: WorkerConfig, num_proc: int, executable: str | None = None) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from pyspark.sql import types as T
 from rossmann_jobs.features import split
 from rossmann_jobs.features.spec import (
     CATEGORICAL_COLS,
+    CONTEXT_COLS,
     CONTINUOUS_COLS,
     FEATURE_COLS,
     LABEL_COL,
@@ -31,10 +32,11 @@ AS_LAST_TRAINED_COLS = ("Year", "Week")
 LAST_ISO_WEEK, LONG_YEAR_WEEK = 52, 53
 MAP_LOOKUP_MAX = 64         # other vocabularies up to this size are encoded with a literal map, larger ones with a join
 ARRAY_LOOKUP_MAX_SPAN = 1 << 16   # integer vocabularies spanning up to this many values are an array lookup
+FLOAT_COLS = [*CONTINUOUS_COLS, *CONTEXT_COLS]   # float32 in the splits, null -> 0.0
 SPLIT_COLUMNS = {
-    TRAIN_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
-    VALIDATION_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
-    TEST_DIR: ["Id", STORE_ID_COL, "Date", "Open", *FEATURE_COLS],
+    TRAIN_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, *CONTEXT_COLS, LABEL_COL],
+    VALIDATION_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, *CONTEXT_COLS, LABEL_COL],
+    TEST_DIR: ["Id", STORE_ID_COL, "Date", "Open", *FEATURE_COLS, *CONTEXT_COLS],
 }
 
 
@@ -123,7 +125,8 @@ def _vocabulary_table(spark, col: str, values: list[Any], later: list[Any], valu
 
 def encode_features(df: DataFrame, vocabularies: Mapping[str, list],
                     later_values: Mapping[str, list] | None = None) -> DataFrame:
-    """Replace categorical values by their int32 vocabulary index and cast continuous columns to float32 (null -> 0).
+    """Replace categorical values by their int32 vocabulary index and cast continuous and context columns to float32
+    (null -> 0).
     later_values: per column, values encoded as the vocabulary's last (trained_vocabularies).
 
     The raw Store number is kept as StoreId. Integer vocabularies (Store, dates, counts) are literal arrays
@@ -141,9 +144,9 @@ def encode_features(df: DataFrame, vocabularies: Mapping[str, list],
              else _index_of(col, vocabularies[col], later[col]) for col in CATEGORICAL_COLS}
     helpers = {f"_value_{col}" for col in joined} | {f"_index_{col}" for col in joined}
     return df.select(
-        *[c for c in df.columns if c not in FEATURE_COLS and c not in helpers],
+        *[c for c in df.columns if c not in FEATURE_COLS and c not in CONTEXT_COLS and c not in helpers],
         *[index[col].cast("int").alias(col) for col in CATEGORICAL_COLS],
-        *[_continuous(col).alias(col) for col in CONTINUOUS_COLS])
+        *[_continuous(col).alias(col) for col in FLOAT_COLS])
 
 
 # Continuous columns that are never null on a written row, so the split writes only cast them (no coalesce): the

@@ -141,11 +141,12 @@ def test_scan_names_example_rows_with_nulls(tmp_path):
     import pyarrow.parquet as pq
 
     table = feature_table(10, np.random.default_rng(4))
-    trend = table["trend"].to_pylist()
-    trend[3] = None
-    table = table.set_column(table.schema.get_field_index("trend"), "trend", pa.array(trend, pa.float32()))
+    distance = table["CompetitionDistance"].to_pylist()
+    distance[3] = None
+    table = table.set_column(table.schema.get_field_index("CompetitionDistance"), "CompetitionDistance",
+                             pa.array(distance, pa.float32()))
     pq.write_table(table, str(tmp_path / "nulls.parquet"))
-    with pytest.raises(FeatureDataError, match="column 'trend' has nulls") as error:
+    with pytest.raises(FeatureDataError, match="column 'CompetitionDistance' has nulls") as error:
         scan_files([str(tmp_path / "nulls.parquet")], VOCAB_SIZES)
     assert f"'StoreId': {table['StoreId'][3].as_py()}" in str(error.value)
 
@@ -390,6 +391,8 @@ def test_cli_parses_the_contract_arguments():
     assert (args.features, args.out, args.num_proc, args.resume) == ("s3://b/f", "s3://b/t", 2, False)
     params = params_from_args(args)
     assert (params.epochs, params.batch_size, params.learning_rate, params.hidden_units) == (3, 64, 0.01, (32, 16))
+    assert params.seed == TrainParams().seed
+    assert params_from_args(parse_args(["--features", "f", "--out", "o", "--seed", "43"])).seed == 43
     assert parse_args(["--features", "f", "--out", "o"]).resume is True
     assert parse_args(["--features", "f", "--out", "o"]).champion_model == ""          # no champion
     assert parse_args(["--features", "f", "--out", "o", "--champion-model", ""]).champion_model == ""
