@@ -18,6 +18,7 @@ from rossmann_jobs.features.spec import (
     LABEL_COL,
     ORIGIN_COLS,
     STORE_ID_COL,
+    TREND_SINCE_LEVEL_COLS,
     UNKNOWN_INDEX,
 )
 from rossmann_jobs.output_layout import TEST_DIR, TRAIN_DIR, VALIDATION_DIR
@@ -150,11 +151,14 @@ def encode_features(df: DataFrame, vocabularies: Mapping[str, list],
 
 
 # Continuous columns that are never null on a written row, so the split writes only cast them (no coalesce): the
-# origin features (float32 from features/recent_level.py: every written row finds its store's levels) and the
-# Before/After day counts (every written row is one the counts were computed over: features/elapsed.py). The
-# split-write stages sit near HotSpot's JIT size limit (tests/jobs/test_prepare_job.py).
-NEVER_NULL_WHEN_WRITTEN = [*ORIGIN_COLS, *(f"{side}{event}" for event in ("Promo", "StateHoliday", "SchoolHoliday")
-                                          for side in ("Before", "After"))]
+# origin features (float32 from features/recent_level.py: every written row finds its store's levels), the trends
+# since the levels (trend_since_level.ratio is 1.0 where nothing is known), the trends themselves (a row missing
+# one is quarantined: joins.LOOKUP_MISSES) and the Before/After day counts (every written row is one the counts
+# were computed over: features/elapsed.py). The split-write stages sit at HotSpot's JIT size limit
+# (tests/jobs/test_prepare_job.py).
+NEVER_NULL_WHEN_WRITTEN = [*ORIGIN_COLS, *TREND_SINCE_LEVEL_COLS, *CONTEXT_COLS,
+                           *(f"{side}{event}" for event in ("Promo", "StateHoliday", "SchoolHoliday")
+                             for side in ("Before", "After"))]
 
 
 def _continuous(col: str) -> Column:
