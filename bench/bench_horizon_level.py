@@ -15,8 +15,7 @@ error against the truth's expected sales by lead (validation rows seen from D - 
 - `trend-since-level`: each row's trend and trend_de as a ratio to their mean over the 144 days up to the row's
   origin (the window of its 144-day level), so the model sees how far the trend moved since its levels were
   measured, not the trend's absolute value (predict's interval calibration then reads those ratios as trends: its
-  coverage is not a measure of the variant); since ad1b0f6 these are the product's own features (TrendSinceLevel),
-  so the variant runs on a checkout before it only;
+  coverage is not a measure of the variant);
 - `level-deltas`: the origin levels as the 384-day level and each shorter window's difference from the next longer
   one (the weekday-promo level's from the 384-day level);
 - `events-within-reach`: every row sees the next promo or holiday only up to its origin + 48 days, as a horizon row
@@ -51,7 +50,7 @@ import bench_forecast_truth as bft  # noqa: E402  (the bench's train-and-predict
 from rossmann_jobs import storage  # noqa: E402
 from rossmann_jobs.features.elapsed import NEAR_EVENT_DAYS  # noqa: E402
 from rossmann_jobs.features.recent_level import LEVEL_BLOCKS, ORIGIN_BLOCK_DAYS, TAIL_DAYS  # noqa: E402
-from rossmann_jobs.features.spec import CONTINUOUS_COLS, ORIGIN_COLS  # noqa: E402
+from rossmann_jobs.features.spec import ORIGIN_COLS  # noqa: E402
 
 LEVEL_NAMES = list(ORIGIN_COLS[1:])     # StoreLevel14d .. DayPromoLevel384d (LeadDays is unchanged)
 HOLIDAY_DAYS = 2
@@ -430,9 +429,6 @@ def main() -> None:
     variants = [v for v in args.variants.split(",") if v]
     if set(variants) - set(VARIANTS):
         parser.error(f"--variants: {sorted(set(variants) - set(VARIANTS))} unknown")
-    if "trend-since-level" in variants and "trend" not in CONTINUOUS_COLS:
-        parser.error("--variants trend-since-level: the product's features hold the trends so since ad1b0f6 "
-                     "(TrendSinceLevel; the raw trends are no model input): measure it on a checkout before that")
     record = {"cells": {}}
     if args.origin_swap:
         scenario, horizon_label, later_label = args.origin_swap.split(":")

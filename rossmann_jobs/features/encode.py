@@ -12,13 +12,11 @@ from pyspark.sql import types as T
 from rossmann_jobs.features import split
 from rossmann_jobs.features.spec import (
     CATEGORICAL_COLS,
-    CONTEXT_COLS,
     CONTINUOUS_COLS,
     FEATURE_COLS,
     LABEL_COL,
     ORIGIN_COLS,
     STORE_ID_COL,
-    TREND_SINCE_LEVEL_COLS,
     UNKNOWN_INDEX,
 )
 from rossmann_jobs.output_layout import TEST_DIR, TRAIN_DIR, VALIDATION_DIR
@@ -33,11 +31,10 @@ AS_LAST_TRAINED_COLS = ("Year", "Week")
 LAST_ISO_WEEK, LONG_YEAR_WEEK = 52, 53
 MAP_LOOKUP_MAX = 64         # other vocabularies up to this size are encoded with a literal map, larger ones with a join
 ARRAY_LOOKUP_MAX_SPAN = 1 << 16   # integer vocabularies spanning up to this many values are an array lookup
-FLOAT_COLS = [*CONTINUOUS_COLS, *CONTEXT_COLS]   # float32 in the splits, null -> 0.0
 SPLIT_COLUMNS = {
-    TRAIN_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, *CONTEXT_COLS, LABEL_COL],
-    VALIDATION_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, *CONTEXT_COLS, LABEL_COL],
-    TEST_DIR: ["Id", STORE_ID_COL, "Date", "Open", *FEATURE_COLS, *CONTEXT_COLS],
+    TRAIN_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
+    VALIDATION_DIR: [STORE_ID_COL, "Date", *FEATURE_COLS, LABEL_COL],
+    TEST_DIR: ["Id", STORE_ID_COL, "Date", "Open", *FEATURE_COLS],
 }
 
 
@@ -126,8 +123,7 @@ def _vocabulary_table(spark, col: str, values: list[Any], later: list[Any], valu
 
 def encode_features(df: DataFrame, vocabularies: Mapping[str, list],
                     later_values: Mapping[str, list] | None = None) -> DataFrame:
-    """Replace categorical values by their int32 vocabulary index and cast continuous and context columns to float32
-    (null -> 0).
+    """Replace categorical values by their int32 vocabulary index and cast continuous columns to float32 (null -> 0).
     later_values: per column, values encoded as the vocabulary's last (trained_vocabularies).
 
     The raw Store number is kept as StoreId. Integer vocabularies (Store, dates, counts) are literal arrays
@@ -145,20 +141,17 @@ def encode_features(df: DataFrame, vocabularies: Mapping[str, list],
              else _index_of(col, vocabularies[col], later[col]) for col in CATEGORICAL_COLS}
     helpers = {f"_value_{col}" for col in joined} | {f"_index_{col}" for col in joined}
     return df.select(
-        *[c for c in df.columns if c not in FEATURE_COLS and c not in CONTEXT_COLS and c not in helpers],
+        *[c for c in df.columns if c not in FEATURE_COLS and c not in helpers],
         *[index[col].cast("int").alias(col) for col in CATEGORICAL_COLS],
-        *[_continuous(col).alias(col) for col in FLOAT_COLS])
+        *[_continuous(col).alias(col) for col in CONTINUOUS_COLS])
 
 
 # Continuous columns that are never null on a written row, so the split writes only cast them (no coalesce): the
-# origin features (float32 from features/recent_level.py: every written row finds its store's levels), the trends
-# since the levels (trend_since_level.ratio is 1.0 where nothing is known), the trends themselves (a row missing
-# one is quarantined: joins.LOOKUP_MISSES) and the Before/After day counts (every written row is one the counts
-# were computed over: features/elapsed.py). The split-write stages sit at HotSpot's JIT size limit
-# (tests/jobs/test_prepare_job.py).
-NEVER_NULL_WHEN_WRITTEN = [*ORIGIN_COLS, *TREND_SINCE_LEVEL_COLS, *CONTEXT_COLS,
-                           *(f"{side}{event}" for event in ("Promo", "StateHoliday", "SchoolHoliday")
-                             for side in ("Before", "After"))]
+# origin features (float32 from features/recent_level.py: every written row finds its store's levels) and the
+# Before/After day counts (every written row is one the counts were computed over: features/elapsed.py). The
+# split-write stages sit near HotSpot's JIT size limit (tests/jobs/test_prepare_job.py).
+NEVER_NULL_WHEN_WRITTEN = [*ORIGIN_COLS, *(f"{side}{event}" for event in ("Promo", "StateHoliday", "SchoolHoliday")
+                                          for side in ("Before", "After"))]
 
 
 def _continuous(col: str) -> Column:

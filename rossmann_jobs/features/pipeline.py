@@ -9,11 +9,11 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from rossmann_jobs.features import joins, point_in_time, recent_level, trend_since_level
+from rossmann_jobs.features import joins, point_in_time, recent_level
 from rossmann_jobs.features.date_features import add_competition_and_promo2, expand_date
 from rossmann_jobs.features.elapsed import add_elapsed, flag_events
 from rossmann_jobs.features.raw_schemas import TEST, RawFile
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTEXT_COLS, CONTINUOUS_COLS, LABEL_COL
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, LABEL_COL
 from rossmann_jobs.features.split import IN_SCOPE, OUTCOME, SOURCE, Windows, assign_outcome, in_scope
 from rossmann_jobs.features.validate import (
     PROBLEM,
@@ -27,7 +27,7 @@ SALES_COLS = ["Id", "Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", 
               "SchoolHoliday"]
 VOCABULARY_ROW = "_vocabulary_row"
 FEATURE_ROW_COLS = [SOURCE, IN_SCOPE, VOCABULARY_ROW, "Id", "Store", "Date", "Open", LABEL_COL,
-                    *[c for c in CATEGORICAL_COLS + CONTINUOUS_COLS + CONTEXT_COLS if c != "Store"], PROBLEM]
+                    *[c for c in CATEGORICAL_COLS + CONTINUOUS_COLS if c != "Store"], PROBLEM]
 # IN_SCOPE is folded into OUTCOME; VOCABULARY_ROW is read only by the feature pass's observed metrics.
 CLASSIFIED_COLS = [OUTCOME, *[c for c in FEATURE_ROW_COLS if c not in (IN_SCOPE, VOCABULARY_ROW)]]
 
@@ -120,12 +120,9 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFra
     # Checked with the lookup misses (it comes first), so that one quarantine step renders the rejected record.
     unseen_store = ((F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),
                     "Store has no train.csv rows on or before as-of", "Store")
-    trend_by_state, trend_germany, weather = lookup_tables(lookups, as_of, plan, mode)
-    iso_trend_keys = point_in_time.iso_trend_keys(mode)
-    rows = joins.join_lookups(expand_date(rows), lookups.store, lookups.store_states, trend_by_state, trend_germany,
-                              weather, IN_SCOPE, SALES_COLS, earlier_checks=[unseen_store],
-                              iso_trend_keys=iso_trend_keys)
-    rows = trend_since_level.add_trend_since_level(rows, trend_by_state, trend_germany, as_of, iso_trend_keys)
+    rows = joins.join_lookups(expand_date(rows), lookups.store, lookups.store_states,
+                              *lookup_tables(lookups, as_of, plan, mode), IN_SCOPE, SALES_COLS,
+                              earlier_checks=[unseen_store], iso_trend_keys=point_in_time.iso_trend_keys(mode))
     return add_competition_and_promo2(flag_events(rows)).select(*FEATURE_ROW_COLS)
 
 

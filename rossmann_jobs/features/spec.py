@@ -30,18 +30,9 @@ SEED_CONTINUOUS_COLS = [
 # Each row's lead day and its store's recent sales level as known at the row's forecast origin (recent_level.py):
 # not in the seed, which has no notion of an origin.
 ORIGIN_COLS = ["LeadDays", "StoreLevel14d", "StoreLevel48d", "StoreLevel144d", "StoreLevel384d", "DayPromoLevel384d"]
-# The state's and Germany's Google trend as a ratio to their mean over StoreLevel144d's window, the 144 days up to
-# the row's origin (trend_since_level.py): the trend's move since the levels were measured, which the levels miss.
-# The model reads the trends only so: given the raw trends as well, it went on reading a low summer's levels as the
-# stores' own (bench/RESULTS.md, "The Google trend since the levels' window").
-TREND_COLS = ["trend", "trend_de"]
-TREND_SINCE_LEVEL_COLS = ["TrendSinceLevel", "TrendDeSinceLevel"]
-CONTINUOUS_COLS = [c for c in SEED_CONTINUOUS_COLS if c not in TREND_COLS] + ORIGIN_COLS + TREND_SINCE_LEVEL_COLS
+CONTINUOUS_COLS = SEED_CONTINUOUS_COLS + ORIGIN_COLS
 
 FEATURE_COLS = CATEGORICAL_COLS + CONTINUOUS_COLS
-# Written beside the features (float32, null -> 0.0) but not model inputs: predict's quantiles give a validation row
-# the trend its origin knew and move its ratios with it (forecast/quantiles.trend_at_origin).
-CONTEXT_COLS = TREND_COLS
 LABEL_COL = "Sales"            # log(Sales) in prepared train/validation data
 UNKNOWN_INDEX = 0
 STORE_ID_COL = "StoreId"       # raw Store number (the "Store" feature is its vocabulary index)

@@ -38,7 +38,6 @@ from rossmann_jobs.features.point_in_time import (
     season_drift_table,
     seed_week_end,
 )
-from rossmann_jobs.features.trend_since_level import moved_with_trend
 
 QUANTILE_LEVELS = (0.1, 0.5, 0.9)   # P10, P50, P90: the default; run_predict(quantile_levels=...) takes others
 DAYS_PER_WEEK = 7
@@ -110,8 +109,7 @@ def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataF
     seed_week_end onward, so the week ending on Saturday S is read from the rows whose seed_week_end is S. The
     season is learnt from the history's weeks a year or more before each row (the states' and Germany's pooled,
     as prepare pools the files), all ended long before the origin. A row whose origin's week no history row
-    carries keeps its own values. The rows' TREND_SINCE_LEVEL_COLS move with their trends (the window's mean is the
-    origin's either way: trend_since_level.moved_with_trend)."""
+    carries keeps its own values."""
     weeks = (history.groupBy("State", F.date_sub(seed_week_end(F.col("Date")), 6).alias(WEEK_START))
              .agg(*[F.max(name).alias(name) for name in TREND_COLS])
              .localCheckpoint())   # small; read twice below (collected for the season, joined for the origins)
@@ -125,12 +123,10 @@ def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataF
                               DRIFT_TO: F.date_sub(seed_week_end(F.col("Date")), 6)})
     joined = (dated.join(F.broadcast(origin), ["State", DRIFT_FROM], "left")
               .join(F.broadcast(drift), [DRIFT_FROM, DRIFT_TO], "left"))
-    before = {name: F.col(f"_before_{name}") for name in TREND_COLS}
-    moved = (joined.withColumns({f"_before_{name}": F.col(name) for name in TREND_COLS})
-             .withColumns({name: F.coalesce(moved_by_season(F.col(f"_origin_{name}"), F.col(DRIFT),
-                                                            rows.schema[name].dataType), F.col(name))
-                           for name in TREND_COLS}))
-    return moved_with_trend(moved, before).select(*rows.columns)
+    return (joined.withColumns({name: F.coalesce(moved_by_season(F.col(f"_origin_{name}"), F.col(DRIFT),
+                                                                 rows.schema[name].dataType), F.col(name))
+                                for name in TREND_COLS})
+            .select(*rows.columns))
 
 
 def validation_residuals(validation: DataFrame, actual_col: str, log_forecast_col: str,

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rossmann_jobs import model_files, storage
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTEXT_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
 from rossmann_jobs.model_trust import DIGESTS_KEY
 from rossmann_jobs.output_layout import METADATA_FILE, TEST_DIR, TRAIN_DIR, VALIDATION_DIR
 from rossmann_jobs.training.model import build_model as build_network
@@ -47,8 +47,6 @@ def _feature_block(rng: np.random.Generator, rows: pd.DataFrame, vocabs: dict[st
     block["DayOfWeek"] = np.array([d.isoweekday() for d in rows["Date"]], dtype=np.int32)
     for column in CONTINUOUS_COLS:
         block[column] = rng.normal(0.0, 1.0, size=len(rows)).astype(np.float32)
-    for column in CONTEXT_COLS:       # the Google trends, 0..100 in googletrend.csv
-        block[column] = rng.uniform(40.0, 80.0, size=len(rows)).astype(np.float32)
     return pd.DataFrame(block, index=rows.index)
 
 

@@ -316,7 +316,7 @@ def test_vocabularies_are_sorted_known_values_and_unknown_or_null_encode_to_zero
     assert vocabularies["StoreType"] == ["a", "c"] and vocabularies["Store"] == [2, 10]
     assert encode.vocab_sizes(vocabularies)["StoreType"] == 3
 
-    columns = {c: None for c in [*encode.FEATURE_COLS, *encode.CONTEXT_COLS]}
+    columns = {c: None for c in encode.FEATURE_COLS}
     rows = [{**columns, "Store": 10, "StoreType": "c", "Promo": False, "CompetitionDistance": 5.5},
             {**columns, "Store": 2, "StoreType": "z", "Promo": True, "CompetitionDistance": None},
             {**columns, "Store": 5, "StoreType": "a", "Promo": None, "CompetitionDistance": 1.0},    # inside the range
@@ -327,7 +327,7 @@ def test_vocabularies_are_sorted_known_values_and_unknown_or_null_encode_to_zero
          T.StructField("Promo", T.BooleanType())]
         + [T.StructField(c, T.StringType()) for c in encode.CATEGORICAL_COLS
            if c not in ("Store", "StoreType", "Promo")]
-        + [T.StructField(c, T.DoubleType()) for c in encode.FLOAT_COLS])
+        + [T.StructField(c, T.DoubleType()) for c in encode.CONTINUOUS_COLS])
     df = spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
     encoded = encode.encode_features(df, vocabularies)
     got = [(r.StoreId, r.Store, r.StoreType, r.Promo, r.Events, r.CompetitionDistance) for r in encoded.collect()]
@@ -335,7 +335,7 @@ def test_vocabularies_are_sorted_known_values_and_unknown_or_null_encode_to_zero
                    (None, 0, 1, 2, 0, 3.0)]
     types = dict(encoded.dtypes)
     assert {types[c] for c in encode.CATEGORICAL_COLS} == {"int"}
-    assert {types[c] for c in encode.FLOAT_COLS} == {"float"}
+    assert {types[c] for c in encode.CONTINUOUS_COLS} == {"float"}
 
 
 def test_large_vocabularies_are_arrays_for_integers_and_joins_for_strings(spark):
@@ -344,7 +344,7 @@ def test_large_vocabularies_are_arrays_for_integers_and_joins_for_strings(spark)
     vocabularies = encode.sorted_vocabularies(value_sets)
     schema = T.StructType([T.StructField(c, T.IntegerType() if c == "Store" else T.StringType())
                            for c in encode.CATEGORICAL_COLS] + [T.StructField(c, T.DoubleType())
-                                                                 for c in encode.FLOAT_COLS])
+                                                                 for c in encode.CONTINUOUS_COLS])
     rows = [(1003, "e042"), (1004, "e100"), (2497, "e099"), (999, None)]
     df = spark.createDataFrame([tuple({"Store": s, "Events": e}.get(f.name) for f in schema.fields)
                                 for s, e in rows], schema)
@@ -358,7 +358,7 @@ def test_a_vocabulary_of_consecutive_integers_encodes_by_offset(spark):
     vocabularies = encode.sorted_vocabularies(value_sets)
     schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("DaysToStateHoliday", "Month") else
                                          T.StringType()) for c in encode.CATEGORICAL_COLS]
-                          + [T.StructField(c, T.DoubleType()) for c in encode.FLOAT_COLS])
+                          + [T.StructField(c, T.DoubleType()) for c in encode.CONTINUOUS_COLS])
     cap = elapsed.NEAR_EVENT_DAYS
     rows = [(0, 3), (cap, 4), (cap + 1, 5), (-1, 6), (None, 7)]
     df = spark.createDataFrame([tuple({"DaysToStateHoliday": d, "Month": m}.get(f.name) for f in schema.fields)
@@ -372,7 +372,7 @@ def year_week_rows(spark, rows):
     """Feature rows of store 1 with the given (Year, Week) pairs: integer Year, Week and Store, other columns null."""
     schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("Year", "Week", "Store") else T.StringType())
                            for c in encode.CATEGORICAL_COLS] + [T.StructField(c, T.DoubleType())
-                                                                 for c in encode.FLOAT_COLS])
+                                                                 for c in encode.CONTINUOUS_COLS])
     return spark.createDataFrame([tuple({"Year": y, "Week": w, "Store": 1}.get(f.name) for f in schema.fields)
                                   for y, w in rows], schema)
 
@@ -432,11 +432,10 @@ def test_an_untrained_week_53_is_encoded_as_week_52(spark):
 
 
 def test_encoded_split_keeps_one_outcome_and_its_columns_with_the_log_label(spark):
-    written = [*encode.FEATURE_COLS, *encode.CONTEXT_COLS]
-    columns = ["_outcome", "Id", "StoreId", "Date", "Open", "Sales", *written]
-    rows = [("train", None, 1, D("2015-07-31"), 1, 5263, *[0] * len(written)),
-            ("zero_sales", None, 1, D("2015-07-30"), 0, 0, *[0] * len(written)),
-            ("test", 7, 1, D("2015-08-01"), None, None, *[0] * len(written))]
+    columns = ["_outcome", "Id", "StoreId", "Date", "Open", "Sales", *encode.FEATURE_COLS]
+    rows = [("train", None, 1, D("2015-07-31"), 1, 5263, *[0] * len(encode.FEATURE_COLS)),
+            ("zero_sales", None, 1, D("2015-07-30"), 0, 0, *[0] * len(encode.FEATURE_COLS)),
+            ("test", 7, 1, D("2015-08-01"), None, None, *[0] * len(encode.FEATURE_COLS))]
     df = spark.createDataFrame(rows, columns)
     train = encode.encoded_split(df, "train")
     assert train.columns == encode.SPLIT_COLUMNS["train"]

@@ -321,21 +321,15 @@ def test_validation_rows_get_the_trend_their_origin_knew(spark):
     history = spark.createDataFrame([(state, day, float(code[day] + 100 * state), float(code[day] + 1000))
                                      for state in (1, 2) for day in days],
                                     "State int, Date date, trend double, trend_de double")
-    rows = spark.createDataFrame([(1, 1, date(2015, 7, 20), 40.0, 50.0, 500.0, 1.1, 0.9),
-                                  (2, 2, date(2015, 7, 20), 40.0, 50.0, 500.0, 1.1, 0.9),
-                                  (3, 1, date(2015, 7, 25), 5.0, 50.0, 500.0, 1.1, 0.9),   # origin Monday 07-20
-                                  (4, 1, date(2015, 4, 2), 1.0, 50.0, 500.0, 1.1, 0.9)],   # origin's week unknown
-                                 "Id int, State int, Date date, LeadDays double, trend double, trend_de double, "
-                                 "TrendSinceLevel float, TrendDeSinceLevel float")
+    rows = spark.createDataFrame([(1, 1, date(2015, 7, 20), 40.0, -1.0, -1.0),
+                                  (2, 2, date(2015, 7, 20), 40.0, -1.0, -1.0),
+                                  (3, 1, date(2015, 7, 25), 5.0, -1.0, -1.0),      # origin Monday 2015-07-20
+                                  (4, 1, date(2015, 4, 2), 1.0, -1.0, -1.0)],      # origin's week not in history
+                                 "Id int, State int, Date date, LeadDays double, trend double, trend_de double")
     out = trend_at_origin(rows, history, "LeadDays").orderBy("Id").toPandas()
     june6, july18 = int(date(2015, 6, 6).strftime("%j")), int(date(2015, 7, 18).strftime("%j"))
-    trend = [june6 + 100, june6 + 200, july18 + 100, 50.0]
-    trend_de = [june6 + 1000, june6 + 1000, july18 + 1000, 500.0]
-    assert out["trend"].tolist() == trend
-    assert out["trend_de"].tolist() == trend_de
-    # The ratios to the trend's mean over the levels' window move with the trends (the window is the origin's).
-    np.testing.assert_allclose(out["TrendSinceLevel"], [1.1 * t / 50.0 for t in trend], rtol=1e-6)
-    np.testing.assert_allclose(out["TrendDeSinceLevel"], [0.9 * t / 500.0 for t in trend_de], rtol=1e-6)
+    assert out["trend"].tolist() == [june6 + 100, june6 + 200, july18 + 100, -1.0]
+    assert out["trend_de"].tolist() == [june6 + 1000, june6 + 1000, july18 + 1000, -1.0]
     assert list(out.columns) == rows.columns
 
 
@@ -352,9 +346,8 @@ def test_a_validation_rows_trend_from_its_origin_is_moved_by_the_season(spark):
     days = [date(2013, 5, 1) + timedelta(days=i) for i in range((date(2015, 7, 31) - date(2013, 5, 1)).days + 1)]
     history = spark.createDataFrame([(1, day, weekly(day, 60.0 if day.year < 2015 else 80.0), weekly(day, 40.0))
                                      for day in days], "State int, Date date, trend double, trend_de double")
-    rows = spark.createDataFrame([(1, 1, date(2015, 7, 20), 40.0, -1.0, -1.0, 1.0, 1.0)],
-                                 "Id int, State int, Date date, LeadDays double, trend double, trend_de double, "
-                                 "TrendSinceLevel float, TrendDeSinceLevel float")
+    rows = spark.createDataFrame([(1, 1, date(2015, 7, 20), 40.0, -1.0, -1.0)],
+                                 "Id int, State int, Date date, LeadDays double, trend double, trend_de double")
     origin_week = date(2015, 5, 31)   # Sunday .. Saturday 06-06
     out = trend_at_origin(rows, history, "LeadDays").toPandas()
     seven_weeks = math.exp(0.02 * (date(2015, 7, 26) - origin_week).days / 7)

@@ -54,11 +54,10 @@ def validation_rows(spark, origin: date):
             day = AS_OF - timedelta(days=back)
             week = (seed_week_end_of(day) - AS_OF).days
             trend, trend_de = 60.0 + 3 * store + 0.4 * week, 70.0 + 0.2 * week
-            rows.append((store, store, day, float((day - origin).days), trend, trend_de, 1.0, 1.0,
+            rows.append((store, store, day, float((day - origin).days), trend, trend_de,
                          float(np.exp(model_log_sales(trend, trend_de) + rng.normal(0, 0.1)))))
     return spark.createDataFrame(rows, "StoreId int, State int, Date date, LeadDays double, trend double, "
-                                       "trend_de double, TrendSinceLevel float, TrendDeSinceLevel float, "
-                                       "SalesActual double")
+                                       "trend_de double, SalesActual double")
 
 
 def model_log_sales(trend, trend_de):
