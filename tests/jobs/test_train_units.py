@@ -414,7 +414,7 @@ def test_training_curves_png_is_an_image():
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
-def test_a_checkpoint_of_other_features_or_architecture_is_not_resumed():
+def test_a_checkpoint_of_other_features_architecture_or_seed_is_not_resumed():
     from rossmann_jobs.training.worker import WorkerConfig, _resume_mismatch
 
     config = WorkerConfig(train_units=[], validation_units=[], vocab_sizes=VOCAB_SIZES, max_sales=20000.0,
@@ -425,6 +425,8 @@ def test_a_checkpoint_of_other_features_or_architecture_is_not_resumed():
     assert _resume_mismatch(saved, config, SMALL) is None
     assert "attempts/0" in _resume_mismatch({**saved, "features_attempt": "s3://b/f/attempts/0"}, config, SMALL)
     assert "architecture" in _resume_mismatch(saved, config, TrainParams(hidden_units=(8,), embedding_dim=3))
+    assert _resume_mismatch({**saved, "seed": SMALL.seed}, config, SMALL) is None
+    assert "seed 7 != " in _resume_mismatch({**saved, "seed": 7}, config, SMALL)
 
 
 # --- start statistics -------------------------------------------------------------------------------------------
