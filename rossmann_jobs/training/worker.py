@@ -242,7 +242,7 @@ def _resume_mismatch(saved: dict, config: WorkerConfig, params: TrainParams) -> 
         return "vocabulary sizes changed"
     if saved["architecture"] != params.architecture():
         return f"architecture {saved['architecture']} != {params.architecture()}"
-    if saved.get("seed", params.seed) != params.seed:   # another draw: its weights are not this run's
+    if saved["seed"] != params.seed:   # another draw: its weights are not this run's
         return f"seed {saved['seed']} != {params.seed}"
     return None
 

@@ -421,7 +421,7 @@ def test_a_checkpoint_of_other_features_architecture_or_seed_is_not_resumed():
                           params=SMALL.to_dict(), checkpoint_root="unused", features_attempt="s3://b/f/attempts/1",
                           resume=True)
     saved = {"features_attempt": "s3://b/f/attempts/1", "vocab_sizes": VOCAB_SIZES,
-             "architecture": SMALL.architecture()}
+             "architecture": SMALL.architecture(), "seed": SMALL.seed}
     assert _resume_mismatch(saved, config, SMALL) is None
     assert "attempts/0" in _resume_mismatch({**saved, "features_attempt": "s3://b/f/attempts/0"}, config, SMALL)
     assert "architecture" in _resume_mismatch(saved, config, TrainParams(hidden_units=(8,), embedding_dim=3))
