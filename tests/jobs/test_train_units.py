@@ -146,12 +146,11 @@ def test_scan_names_example_rows_with_nulls(tmp_path):
     import pyarrow.parquet as pq
 
     table = feature_table(10, np.random.default_rng(4))
-    distance = table["CompetitionDistance"].to_pylist()
-    distance[3] = None
-    table = table.set_column(table.schema.get_field_index("CompetitionDistance"), "CompetitionDistance",
-                             pa.array(distance, pa.float32()))
+    trend = table["trend"].to_pylist()
+    trend[3] = None
+    table = table.set_column(table.schema.get_field_index("trend"), "trend", pa.array(trend, pa.float32()))
     pq.write_table(table, str(tmp_path / "nulls.parquet"))
-    with pytest.raises(FeatureDataError, match="column 'CompetitionDistance' has nulls") as error:
+    with pytest.raises(FeatureDataError, match="column 'trend' has nulls") as error:
         scan_files([str(tmp_path / "nulls.parquet")], VOCAB_SIZES)
     assert f"'StoreId': {table['StoreId'][3].as_py()}" in str(error.value)
 
