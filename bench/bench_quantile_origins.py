@@ -22,6 +22,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 TARGET_COVERAGE = (0.77, 0.83)   # issue 36: the 80 % interval per lead week
 LEAD_WEEKS = range(1, 8)
+DEFAULT_GENERATOR_SEED = 7     # bench_robustness.py --seed; older results did not record it
 
 
 def cells(out: Path, labels: list[str], stores: int | None) -> list[dict]:
@@ -42,6 +43,7 @@ def cell_summary(r: dict) -> dict:
     exact_by_week = {int(w): v["coverage"] for w, v in q["exact"]["by_lead_week"].items()}
     at_d = q.get("exact_point_in_time", {})
     return {"label": r["label"], "scenario": r["scenario"], "stores": r["stores"], "as_of": r["as_of"],
+            "seed": r.get("seed", DEFAULT_GENERATOR_SEED),
             "exp_rmspe_model": r["exp_rmspe"]["model"], "exp_rmspe_naive": r["exp_rmspe"]["naive"],
             "coverage": q["model"]["coverage"], "coverage_by_lead_week": by_week,
             "exact_coverage_by_lead_week": exact_by_week,
