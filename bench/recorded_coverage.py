@@ -24,7 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_quantile_origins import DEFAULT_GENERATOR_SEED, LEAD_WEEKS, TARGET_COVERAGE, in_target  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-CHRISTMAS_ORIGINS = {"2014-11-30"}   # horizons over Christmas: reported apart
+# Horizons that reach into December, whose trend rises to Christmas (generator: a bump of +30 % interest at its
+# peak): reported apart, as the measurements always did.
+CHRISTMAS_ORIGINS = {"2014-10-31", "2014-11-30"}
 
 
 # bench_quantile_origins.py's pools of the current product (the model and quantile rule of 0580202, unchanged since
@@ -166,7 +168,7 @@ def main() -> None:
         at_scale = {n: c for n, c in cells.items() if stores_of(n) == stores}
         outside_christmas = {n: c for n, c in at_scale.items() if origin_of(n) not in CHRISTMAS_ORIGINS}
         groups[f"{stores} stores"] = pooled(outside_christmas, exact)
-        unseen = {n: c for n, c in at_scale.items() if " seed " in n}
+        unseen = {n: c for n, c in outside_christmas.items() if " seed " in n}
         if unseen:
             groups[f"{stores} stores, fresh generator seed"] = pooled(unseen, exact)
         if any(origin_of(n) in CHRISTMAS_ORIGINS for n in at_scale):
