@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -50,6 +51,15 @@ def stores_of(name: str) -> str:
     return name.split()[0].split("/")[1]
 
 
+def pooled_cell_summaries() -> Iterator[tuple[str, dict]]:
+    """(cell name, bench_quantile_origins' cell summary) of every cell in PRODUCT_POOLS, in file order."""
+    for pattern in PRODUCT_POOLS:
+        for path in sorted(RESULTS.glob(pattern)):
+            for group in json.loads(path.read_text())["groups"].values():
+                for s in group["cells"]:
+                    yield cell_name(s["scenario"], s["stores"], s["as_of"], s.get("seed", DEFAULT_GENERATOR_SEED)), s
+
+
 def product_cells() -> tuple[dict[str, dict], list[str]]:
     """'scenario/stores as-of' -> coverage by lead week and wQL vs naive, for the current rule; and the cells recorded
     twice whose figures differ (the jobs are deterministic on one machine, so a difference is worth a look)."""
@@ -64,13 +74,9 @@ def product_cells() -> tuple[dict[str, dict], list[str]]:
         if row["rule"] == "product":
             name = row["cell"].replace("-150 ", "/150 ")
             recorded.append((name, {"weeks": {w: row[f"w{w}"] for w in LEAD_WEEKS}, "wql_vs_naive": row["wql"]}))
-    for pattern in PRODUCT_POOLS:
-        for path in sorted(RESULTS.glob(pattern)):
-            for group in json.loads(path.read_text())["groups"].values():
-                for s in group["cells"]:
-                    name = cell_name(s["scenario"], s["stores"], s["as_of"], s.get("seed", DEFAULT_GENERATOR_SEED))
-                    recorded.append((name, {"weeks": {w: s["coverage_by_lead_week"][str(w)] for w in LEAD_WEEKS},
-                                            "wql_vs_naive": s["wql_model"] / s["wql_naive"] - 1}))
+    for name, s in pooled_cell_summaries():
+        recorded.append((name, {"weeks": {w: s["coverage_by_lead_week"][str(w)] for w in LEAD_WEEKS},
+                                "wql_vs_naive": s["wql_model"] / s["wql_naive"] - 1}))
     cells: dict[str, dict] = {}
     differing = []
     for name, cell in recorded:
@@ -95,12 +101,8 @@ def exact_by_cell() -> dict[str, dict[int, float]]:
 
     for name in ("seasonal_trend-*-s25.json", "year_as_trained-*-s26.json"):
         walk(json.loads(next(RESULTS.glob(name)).read_text()))
-    for pattern in PRODUCT_POOLS:
-        for path in sorted(RESULTS.glob(pattern)):
-            for group in json.loads(path.read_text())["groups"].values():
-                for s in group["cells"]:
-                    name = cell_name(s["scenario"], s["stores"], s["as_of"], s.get("seed", DEFAULT_GENERATOR_SEED))
-                    found[name] = {int(w): v for w, v in s["exact_coverage_by_lead_week"].items()}
+    for name, s in pooled_cell_summaries():
+        found[name] = {int(w): v for w, v in s["exact_coverage_by_lead_week"].items()}
     return found
 
 
@@ -145,7 +147,7 @@ def plot(cells: dict[str, dict], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("P10-P90 coverage of the actual sales (%)")
     axes[0].legend(fontsize=8, loc="lower left")
-    figure.suptitle("The 80 % interval by lead week: every recorded cell of the current product (Christmas apart)")
+    figure.suptitle("The 80 % interval by lead week: every recorded cell of the product, December horizons apart")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
 
@@ -172,7 +174,7 @@ def main() -> None:
         if unseen:
             groups[f"{stores} stores, fresh generator seed"] = pooled(unseen, exact)
         if any(origin_of(n) in CHRISTMAS_ORIGINS for n in at_scale):
-            groups[f"{stores} stores, Christmas included"] = pooled(at_scale, exact)
+            groups[f"{stores} stores, December horizons included"] = pooled(at_scale, exact)
     origins = [o for o in exact if origin_of(o) not in CHRISTMAS_ORIGINS] + [o for o in exact
                                                                            if origin_of(o) in CHRISTMAS_ORIGINS]
     exact_share = {o: in_target([exact[o]]) for o in origins}
