@@ -139,10 +139,10 @@ def plot(cells: dict[str, dict], path: Path) -> None:
             ax.plot(weeks, [100 * cell["weeks"][w] for w in weeks], color="tab:orange" if fresh else "gray",
                     alpha=0.8 if fresh else 0.35, linewidth=1.2 if fresh else 0.8)
         mean = [100 * np.mean([c["weeks"][w] for c in at_scale.values()]) for w in weeks]
-        ax.plot(weeks, mean, color="black", marker="o", linewidth=2.2, label=f"mean of {len(at_scale)} cells")
+        ax.plot(weeks, mean, color="black", marker="o", linewidth=2.2, label="mean over the cells")
         ax.plot([], [], color="gray", alpha=0.5, label="one cell (setting, origin)")
         ax.plot([], [], color="tab:orange", label="generator seed 11, new origins")
-        ax.set_title(f"{int(stores):,} stores")
+        ax.set_title(f"{int(stores):,} stores, {len(at_scale)} cells")
         ax.set_xlabel("lead week")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("P10-P90 coverage of the actual sales (%)")
