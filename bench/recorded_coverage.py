@@ -51,6 +51,11 @@ def stores_of(name: str) -> str:
     return name.split()[0].split("/")[1]
 
 
+def on_other_draw(name: str) -> bool:
+    """Whether the cell's data came from a generator seed other than the bench's default (cell_name marks it)."""
+    return " seed " in name
+
+
 def pooled_cell_summaries() -> Iterator[tuple[str, dict]]:
     """(cell name, bench_quantile_origins' cell summary) of every cell in PRODUCT_POOLS, in file order."""
     for pattern in PRODUCT_POOLS:
@@ -122,8 +127,8 @@ def pooled(cells: dict[str, dict], exact: dict[str, dict[int, float]]) -> dict:
             "wql_vs_naive_mean": float(wql.mean()), "cells_wql_10_pct_better": int((wql <= -0.10).sum())}
 
 
-def plot(cells: dict[str, dict], path: Path) -> None:
-    """Per store count: every cell's coverage by lead week (fresh-seed cells in colour), the pooled mean, the target."""
+def plot(cells_by_scale: dict[str, dict[str, dict]], groups: dict[str, dict], path: Path) -> None:
+    """Per store count: every cell's coverage by lead week (other draws in colour), the group's mean, the target."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,17 +136,16 @@ def plot(cells: dict[str, dict], path: Path) -> None:
 
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
     weeks = list(LEAD_WEEKS)
-    for ax, stores in zip(axes, ("150", "1115")):
-        at_scale = {n: c for n, c in cells.items() if stores_of(n) == stores and origin_of(n) not in CHRISTMAS_ORIGINS}
+    for ax, (stores, at_scale) in zip(axes, cells_by_scale.items()):
         ax.axhspan(*[100 * c for c in TARGET_COVERAGE], color="tab:green", alpha=0.15, label="issue 36: 77-83 %")
         for name, cell in at_scale.items():
-            fresh = " seed " in name
+            fresh = on_other_draw(name)
             ax.plot(weeks, [100 * cell["weeks"][w] for w in weeks], color="tab:orange" if fresh else "gray",
                     alpha=0.8 if fresh else 0.35, linewidth=1.2 if fresh else 0.8)
-        mean = [100 * np.mean([c["weeks"][w] for c in at_scale.values()]) for w in weeks]
+        mean = [100 * groups[f"{stores} stores"]["mean_by_lead_week"][w] for w in weeks]
         ax.plot(weeks, mean, color="black", marker="o", linewidth=2.2, label="mean over the cells")
         ax.plot([], [], color="gray", alpha=0.5, label="one cell (setting, origin)")
-        ax.plot([], [], color="tab:orange", label="generator seed 11, new origins")
+        ax.plot([], [], color="tab:orange", label="another generator seed, new origins")
         ax.set_title(f"{int(stores):,} stores, {len(at_scale)} cells")
         ax.set_xlabel("lead week")
         ax.grid(alpha=0.3)
@@ -165,12 +169,13 @@ def main() -> None:
         exact_text = percents(exact_weeks[w] for w in LEAD_WEEKS) if exact_weeks else "not recorded"
         print(f"| {name} | {percents(cell['weeks'][w] for w in LEAD_WEEKS)} | {exact_text} | "
               f"{100 * cell['wql_vs_naive']:+.1f} % |")
-    groups = {}
+    groups, outside_christmas_by_scale = {}, {}
     for stores in ("150", "1115"):
         at_scale = {n: c for n, c in cells.items() if stores_of(n) == stores}
         outside_christmas = {n: c for n, c in at_scale.items() if origin_of(n) not in CHRISTMAS_ORIGINS}
+        outside_christmas_by_scale[stores] = outside_christmas
         groups[f"{stores} stores"] = pooled(outside_christmas, exact)
-        unseen = {n: c for n, c in outside_christmas.items() if " seed " in n}
+        unseen = {n: c for n, c in outside_christmas.items() if on_other_draw(n)}
         if unseen:
             groups[f"{stores} stores, fresh generator seed"] = pooled(unseen, exact)
         if any(origin_of(n) in CHRISTMAS_ORIGINS for n in at_scale):
@@ -195,7 +200,7 @@ def main() -> None:
         print(f"\nrecorded twice with other figures (the first record pooled): {', '.join(differing)}")
     out = Path(__file__).resolve().parent / "out"
     out.mkdir(exist_ok=True)
-    plot(cells, out / "recorded_coverage.png")
+    plot(outside_christmas_by_scale, groups, out / "recorded_coverage.png")
     (out / "recorded_coverage.json").write_text(json.dumps(
         {"cells": cells, "recorded_twice_differing": differing,
          "groups": groups, "exact_by_cell": exact, "target_coverage": TARGET_COVERAGE}, indent=2))
