@@ -1,0 +1,158 @@
+"""Quantile calibration rules tried on recorded cells: predict re-run on each cell's stored model with one rule changed.
+
+Reads cells that bench/bench_robustness.py ran (`<workdir>/<scenario>-<stores>/<label>/`: the prepared features,
+`runs/run`'s model and predictions, the drop under `drops/<as-of>`, the truth beside it), re-runs the product's predict
+job (spark-submit, as the DAG does) on the same model and features with one calibration rule patched into
+forecast/quantiles.py, and scores the product's stored predictions and each rule's against the truth's sales: P10-P90
+coverage by lead week, weighted quantile loss against the naive baseline's quantiles, the interval's width. Rules:
+- `week-shocks`: each lead week's residuals (with the trend's drift both ways, as the product) keep their spread
+  around their own median, and that median is replaced by every lead week's median in turn (one copy per week): the
+  horizon week's common shock (a holiday, a weather spell, one week's level) is not known at D, and the product,
+  which centres every week on the window's median, leaves the spread of those weekly shocks out of the interval.
+Writes bench/out/quantile_rules_<name>.json and prints the tables. Offline: no product code is changed.
+
+    PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_quantile_rules.py \\
+        --workdir /work/bench-s35 --cells baseline-1115:F0731:2015-07-31,noisy-150:f0430:2015-04-30 \\
+        [--rules week-shocks] [--name s36]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+RULE_FLAG = "--quantile-rule"
+
+
+def week_shocks(product_quantiles):
+    """quantiles.residual_quantiles with each week's residuals moved from their own median to every week's median
+    (one copy per lead week): the mixture carries the spread of the weekly common shocks."""
+    from pyspark.sql import functions as F
+
+    from rossmann_jobs.forecast import quantiles
+
+    def residual_quantiles(residuals, spans, levels):
+        own = {row[quantiles.LEAD_WEEK_COL]: row["_median"]
+               for row in product_quantiles(residuals, spans, levels).collect()}
+        spark = residuals.sparkSession
+        mapping = spark.createDataFrame([(week, source) for week, (first, last) in spans.items()
+                                         for source in range(first, last + 1)], "_week int, _source int")
+        shifts = spark.createDataFrame([(week, float(own[other] - own[week])) for week in own for other in own],
+                                       "_week int, _shift double")
+        pooled = (residuals.join(F.broadcast(mapping), F.col(quantiles.LEAD_WEEK_COL) == F.col("_source"))
+                  .join(F.broadcast(shifts), "_week")
+                  .withColumn(quantiles.RESIDUAL_COL, F.col(quantiles.RESIDUAL_COL) + F.col("_shift")))
+        return (pooled.groupBy(F.col("_week").alias(quantiles.LEAD_WEEK_COL))
+                .agg(F.percentile(quantiles.RESIDUAL_COL, list(levels)).alias("_q"),
+                     F.percentile(quantiles.RESIDUAL_COL, 0.5).alias("_median"))
+                .orderBy(quantiles.LEAD_WEEK_COL))
+    return residual_quantiles
+
+
+RULES = {"week-shocks": week_shocks}   # rule -> (the product's residual_quantiles -> the rule's)
+
+
+def predict_with_rule(rule: str, args: list[str]) -> None:
+    """Inside spark-submit: the product's predict job with the rule patched in."""
+    sys.path.insert(0, str(REPO))
+    from rossmann_jobs import predict
+    from rossmann_jobs.forecast import quantiles
+
+    if rule not in RULES:
+        raise SystemExit(f"unknown rule {rule!r}: {', '.join(RULES)}")
+    quantiles.residual_quantiles = RULES[rule](quantiles.residual_quantiles)
+    sys.argv = [sys.argv[0], *args]
+    predict.main()
+
+
+def run_rule(cell: Path, raw: Path, rule: str) -> Path:
+    run = cell / "runs" / "run"
+    out = run / f"predictions-{rule}"
+    if (out / "_SUCCESS").exists():
+        return out
+    jobs_bin = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{jobs_bin}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(REPO),
+           "ROSSMANN_STORAGE_ROOT": str(cell)}
+    command = [str(jobs_bin / "spark-submit"), "--master", "local[2]", "--driver-memory", "2g",
+               "--conf", "spark.ui.enabled=false", __file__, RULE_FLAG, rule,
+               "--model", str(run / "model"), "--features", str(cell / "features"), "--raw", str(raw),
+               "--out", str(out)]
+    started = time.perf_counter()
+    with open(run / f"predict-{rule}.log", "w") as log:
+        code = subprocess.run(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        sys.exit(f"predict with {rule} failed (exit {code}): {run / f'predict-{rule}.log'}")
+    print(f"  {cell.parent.name}/{cell.name} {rule}: {time.perf_counter() - started:.0f} s", flush=True)
+    return out
+
+
+def scores(cell: Path, predictions_dir: Path) -> dict:
+    import bench_horizon_level as bhl
+
+    rows = pd.read_parquet(bhl.committed_dir(predictions_dir) / "predictions")
+    rows = rows.assign(Date=pd.to_datetime(rows.Date))
+    rows = rows[rows.split == "test"].merge(bhl.truth(cell), on=["StoreId", "Date"])
+    rows = rows[rows.Sales > 0]
+    covered = (rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)
+
+    def wql(prefix: str) -> float:
+        return float(np.mean([2 * np.sum(np.maximum(q * (rows.Sales - rows[f"{prefix}{n}"]),
+                                                    (q - 1) * (rows.Sales - rows[f"{prefix}{n}"]))) / rows.Sales.sum()
+                              for n, q in bhl.QUANTILE_LEVELS.items()]))
+    width = np.log(rows.SalesP90 / rows.SalesP10)
+    return {"coverage": round(float(covered.mean()), 4),
+            "coverage_by_lead_week": [round(float(v), 4) for v in covered.groupby(rows.LeadWeek).mean()],
+            "log_width_by_lead_week": [round(float(v), 4) for v in width.groupby(rows.LeadWeek).median()],
+            "wql_vs_naive": round(wql("Sales") / wql("SalesBaseline") - 1, 4)}
+
+
+def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", required=True, type=Path)
+    parser.add_argument("--cells", required=True, help="comma-separated scenario-stores:label:as-of")
+    parser.add_argument("--rules", default=",".join(RULES))
+    parser.add_argument("--name", default="run")
+    args = parser.parse_args()
+    rules = [rule for rule in args.rules.split(",") if rule]
+    if set(rules) - set(RULES):
+        parser.error(f"--rules: {sorted(set(rules) - set(RULES))} unknown")
+    record = {"cells": {}, "rules": rules}
+    for spec in args.cells.split(","):
+        scenario_stores, label, as_of = spec.split(":")
+        cell = args.workdir / scenario_stores / label
+        entry = {"as_of": as_of, "product": scores(cell, cell / "runs" / "run" / "predictions")}
+        for rule in rules:
+            entry[rule] = scores(cell, run_rule(cell, args.workdir / scenario_stores / "drops" / as_of, rule))
+        record["cells"][f"{scenario_stores} {as_of}"] = entry
+    out = REPO / "bench" / "out" / f"quantile_rules_{args.name}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(record, indent=1))
+    for rule in ["product", *rules]:
+        print(f"\n{rule}: coverage by lead week 1..7 (%), wQL vs naive, median log width week 1 / 7")
+        for name, entry in record["cells"].items():
+            s = entry[rule]
+            print(f"  {name:32s} {' '.join(f'{100 * v:5.1f}' for v in s['coverage_by_lead_week'])}"
+                  f"  {100 * s['wql_vs_naive']:+6.1f} %  {s['log_width_by_lead_week'][0]:.3f} / "
+                  f"{s['log_width_by_lead_week'][-1]:.3f}")
+        for stores in sorted({name.split()[0].split("-")[-1] for name in record["cells"]}, key=int):
+            group = [e[rule] for n, e in record["cells"].items() if n.split()[0].endswith(f"-{stores}")]
+            weeks = np.mean([s["coverage_by_lead_week"] for s in group], axis=0)
+            print(f"  mean {stores:>5} stores ({len(group)})      {' '.join(f'{100 * v:5.1f}' for v in weeks)}"
+                  f"  {100 * np.mean([s['wql_vs_naive'] for s in group]):+6.1f} %")
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == RULE_FLAG:
+        predict_with_rule(sys.argv[2], sys.argv[3:])
+    else:
+        main()
