@@ -18,6 +18,13 @@ error against the truth's expected sales by lead (validation rows seen from D - 
   coverage is not a measure of the variant);
 - `level-deltas`: the origin levels as the 384-day level and each shorter window's difference from the next longer
   one (the weekday-promo level's from the 384-day level);
+- `year-ago-origin`: the train split plus a second view of last year's horizon, the train rows dated D-364 ..
+  D-317 seen from the origin D-365 (LeadDays and the origin levels recomputed as features/recent_level.py does): the
+  blocks of 48 days end at D, so no training row is seen from the horizon's origin a year earlier (the nearest,
+  D-384, lies 19 days earlier in the season, which matters after Christmas);
+- `christmas-clean`: the origin levels recomputed without the days from 1 December to 6 January, so a window's
+  level does not depend on whether it holds the Christmas rush (the calendar's learnt effects are relative to the
+  levels, and the training origins meet Christmas at another phase than a January horizon's origin does);
 - `events-within-reach`: every row sees the next promo or holiday only up to its origin + 48 days, as a horizon row
   does (its Before<Event> counts down to that day, its DaysTo<Event> is the cap beyond it).
 With `--probes`, also asks each cell's stored model (the numpy forward pass, no retraining) how its horizon forecast
@@ -54,6 +61,7 @@ from rossmann_jobs.features.spec import ORIGIN_COLS  # noqa: E402
 
 LEVEL_NAMES = list(ORIGIN_COLS[1:])     # StoreLevel14d .. DayPromoLevel384d (LeadDays is unchanged)
 HOLIDAY_DAYS = 2
+CHRISTMAS_SEASON_LAST_JANUARY_DAY = 6
 QUANTILE_LEVELS = {"P10": 0.1, "P50": 0.5, "P90": 0.9}
 EVENTS = ("Promo", "StateHoliday", "SchoolHoliday")
 WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSince")],
@@ -63,7 +71,8 @@ WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSinc
                   "seed-state-holiday-counts": ["BeforeStateHoliday", "AfterStateHoliday"],
                   "year": ["Year"], "calendar": ["Month", "Week", "Day"]}
 VARIANTS = ("refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach", "level-deltas",
-            "trend-since-level", *(f"without-{group}" for group in WITHOUT_GROUPS))
+            "year-ago-origin", "christmas-clean", "trend-since-level",
+            *(f"without-{group}" for group in WITHOUT_GROUPS))
 
 
 def committed_dir(out: Path) -> Path:
@@ -136,18 +145,75 @@ def with_validation_in_train(attempt: Path) -> None:
     (attempt.parents[1] / "_SUCCESS").write_text(json.dumps(manifest))
 
 
-def clean_history(raw: Path, as_of: pd.Timestamp) -> pd.DataFrame:
+def origin_levels(history: pd.DataFrame, origin: pd.Timestamp) -> tuple[pd.DataFrame, pd.Series]:
+    """Per store the origin levels (LEVEL_NAMES but the last) seen from origin, each falling back to the next longer
+    one and the longest to the store's mean up to D; per (store, weekday, promo) the 384-day level (recent_level.py).
+    history: StoreId, Date, Sales (log), DayOfWeek, Promo of the rows that sold, dated <= D."""
+    known = history[history.Date <= origin]
+    fallback = history.groupby("StoreId").Sales.mean()
+    levels = pd.DataFrame(index=fallback.index)
+    for days, name in reversed(list(zip([TAIL_DAYS, *(ORIGIN_BLOCK_DAYS * b for b in LEVEL_BLOCKS)],
+                                        LEVEL_NAMES[:-1]))):
+        mean = known[known.Date > origin - pd.Timedelta(days=days)].groupby("StoreId").Sales.mean()
+        fallback = mean.reindex(levels.index).fillna(fallback)
+        levels[name] = fallback
+    year = known[known.Date > origin - pd.Timedelta(days=ORIGIN_BLOCK_DAYS * LEVEL_BLOCKS[-1])]
+    return levels, year.groupby(["StoreId", "DayOfWeek", "Promo"]).Sales.mean().rename("_day_promo")
+
+
+def with_year_ago_origin(attempt: Path, as_of: pd.Timestamp) -> int:
+    """Appends the year-ago horizon's rows seen from D-365 to the train split (one more part); the rows added."""
+    origin = as_of - pd.Timedelta(days=365)
+    meta = json.loads((attempt / "metadata.json").read_text())
+    manifest = json.loads((attempt.parents[1] / "_SUCCESS").read_text())
+    train = pq.read_table(attempt / "train")
+    history = pd.concat([pd.read_parquet(attempt / split, columns=["StoreId", "Date", "Sales", "DayOfWeek", "Promo"])
+                         for split in ("train", "validation")])
+    history["Date"] = pd.to_datetime(history.Date)
+    dates = pd.to_datetime(train.column("Date").to_pandas())
+    window = ((dates > origin) & (dates <= origin + pd.Timedelta(days=ORIGIN_BLOCK_DAYS))).to_numpy()
+    rows = train.filter(pa.array(window)).to_pandas()
+    rows["Date"] = pd.to_datetime(rows.Date)
+    levels, day_promo = origin_levels(history, origin)
+    rows = rows.join(levels, on="StoreId", rsuffix="_new").join(day_promo, on=["StoreId", "DayOfWeek", "Promo"])
+    for name in LEVEL_NAMES[:-1]:
+        rows[name] = rows.pop(f"{name}_new")
+    rows[LEVEL_NAMES[-1]] = rows.pop("_day_promo").fillna(rows[LEVEL_NAMES[-2]])
+    rows["LeadDays"] = (rows.Date - origin).dt.days
+    rows["Date"] = rows.Date.dt.date
+    table = pa.Table.from_pandas(rows[train.schema.names], preserve_index=False).cast(train.schema)
+    name = "y-part-00000.parquet"
+    pq.write_table(table, attempt / "train" / name)
+    meta["shards"]["train"].append({"file": name, "rows": table.num_rows})
+    manifest["files"].append(f"train/{name}")
+    meta["row_counts"]["train"] += table.num_rows
+    manifest["summary"]["row_counts"]["train"] = meta["row_counts"]["train"]
+    (attempt / "metadata.json").write_text(json.dumps(meta))
+    (attempt.parents[1] / "_SUCCESS").write_text(json.dumps(manifest))
+    return table.num_rows
+
+
+def in_christmas_season(dates: pd.Series) -> pd.Series:
+    """1 December .. 6 January: the rush before Christmas and the days up to Epiphany."""
+    return (dates.dt.month == 12) | ((dates.dt.month == 1) & (dates.dt.day <= CHRISTMAS_SEASON_LAST_JANUARY_DAY))
+
+
+def clean_history(raw: Path, as_of: pd.Timestamp, christmas: bool = False) -> pd.DataFrame:
     """The history rows (Sales > 0, dated <= D) not within HOLIDAY_DAYS of a state holiday of their store (known
-    on D: train.csv up to D, test.csv's plan after it), with log sales, block and tail flag."""
+    on D: train.csv up to D, test.csv's plan after it), or with christmas not in_christmas_season instead, with log
+    sales, block and tail flag."""
     train = pd.read_csv(raw / "train.csv", parse_dates=["Date"], dtype={"StateHoliday": str})
     plan = pd.read_csv(raw / "test.csv", parse_dates=["Date"], dtype={"StateHoliday": str})
     train = train[train.Date <= as_of]
-    holidays = pd.concat([train, plan])
-    holidays = holidays[holidays.StateHoliday.isin(["a", "b", "c"])][["Store", "Date"]]
-    near = pd.concat([holidays.assign(Date=holidays.Date + pd.Timedelta(days=d))
-                      for d in range(-HOLIDAY_DAYS, HOLIDAY_DAYS + 1)]).drop_duplicates().assign(near=True)
-    history = train[train.Sales > 0].merge(near, on=["Store", "Date"], how="left")
-    history = history[history.near.isna()].copy()
+    if christmas:
+        history = train[(train.Sales > 0) & ~in_christmas_season(train.Date)].copy()
+    else:
+        holidays = pd.concat([train, plan])
+        holidays = holidays[holidays.StateHoliday.isin(["a", "b", "c"])][["Store", "Date"]]
+        near = pd.concat([holidays.assign(Date=holidays.Date + pd.Timedelta(days=d))
+                          for d in range(-HOLIDAY_DAYS, HOLIDAY_DAYS + 1)]).drop_duplicates().assign(near=True)
+        history = train[train.Sales > 0].merge(near, on=["Store", "Date"], how="left")
+        history = history[history.near.isna()].copy()
     days_before = (as_of - history.Date).dt.days
     return history.assign(log=np.log(history.Sales), block=days_before // ORIGIN_BLOCK_DAYS,
                           tail=(days_before % ORIGIN_BLOCK_DAYS) < TAIL_DAYS)
@@ -189,9 +255,10 @@ def clean_levels(history: pd.DataFrame, balanced: bool):
     return levels
 
 
-def with_clean_levels(attempt: Path, raw: Path, as_of: pd.Timestamp, balanced: bool) -> float:
+def with_clean_levels(attempt: Path, raw: Path, as_of: pd.Timestamp, balanced: bool, christmas: bool = False
+                      ) -> float:
     """Rewrites every split's level features in place (same files, rows and schema); the largest change."""
-    levels = clean_levels(clean_history(raw, as_of), balanced)
+    levels = clean_levels(clean_history(raw, as_of, christmas), balanced)
     keys = pd.concat([pd.read_csv(raw / name, parse_dates=["Date"], usecols=["Store", "Date", "DayOfWeek", "Promo"])
                       for name in ("train.csv", "test.csv")])
     keys = keys.rename(columns={"Store": "StoreId"}).drop_duplicates(["StoreId", "Date"])
@@ -330,6 +397,10 @@ def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdi
         with_validation_in_train(attempt)
     elif variant == "level-deltas":
         facts["rows_changed"] = rewrite_columns(attempt, level_deltas)
+    elif variant == "christmas-clean":
+        facts["largest_level_change"] = with_clean_levels(attempt, raw, as_of, balanced=False, christmas=True)
+    elif variant == "year-ago-origin":
+        facts["rows_added"] = with_year_ago_origin(attempt, as_of)
     elif variant == "events-within-reach":
         facts["rows_changed"] = rewrite_columns(attempt, events_within_reach)
     elif variant == "trend-since-level":

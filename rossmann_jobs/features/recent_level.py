@@ -11,8 +11,14 @@ below, for rows whose origin has no history at all):
   last two weeks, ~7 weeks, ~5 months, a year and its season): a level shift or a trend shows in the short ones;
 - DayPromoLevel384d: the same over 384 days for the row's own weekday and promo flag (the naive seasonal
   baseline's cell, as a feature the model can correct).
-A window without sales falls back to the next longer one, and the longest to the store's mean over all its sales
-up to D (only the first block of a store's history, and a store reopening after a long closure, need it).
+The levels leave out the Christmas season (1 December to 6 January: the rush before Christmas and the quiet days
+after it). A model's calendar effects are learnt relative to the levels, and the training rows meet Christmas at
+one phase of their origins only (the blocks end at D): as of 20 January a 48-day level holds the whole rush, while
+the nearest training origin a year earlier (D - 384) held none of it, so with the season in, the horizon came out
+10-15 % high on three generator draws (bench/RESULTS.md, session 36). Without it a level means the same at every
+origin. A window without sales (outside the season) falls back to the next longer one, and the longest to the
+store's mean over its sales up to D outside the season, then over all of them (only the first block of a store's
+history, and a store reopening after a long closure, need it).
 Windows are unions of whole blocks (the 14 days: the tail of the block that ends at the origin), so one small
 aggregation of the history per (store, block, weekday, promo) serves every origin.
 """
@@ -33,6 +39,8 @@ assert TAIL_LEVEL_COL == f"StoreLevel{TAIL_DAYS}d", TAIL_LEVEL_COL
 assert LEVEL_COLS == [f"StoreLevel{ORIGIN_BLOCK_DAYS * blocks}d" for blocks in LEVEL_BLOCKS], LEVEL_COLS
 DAY_PROMO_BLOCKS = LEVEL_BLOCKS[-1]
 HORIZON_BLOCK = -1
+
+CHRISTMAS_SEASON_LAST_JANUARY_DAY = 6   # 1 December .. 6 January (Epiphany)
 
 _BLOCK, _PROMO = "_block", "_promo"
 _CELL = ["Store", _BLOCK, "DayOfWeek", _PROMO]
@@ -55,6 +63,11 @@ def lead_days(as_of: date) -> Column:
     return F.datediff(F.col("Date"), origin)
 
 
+def in_christmas_season(day: Column) -> Column:
+    """True for 1 December .. 6 January, whose sales the levels leave out."""
+    return (F.month(day) == 12) | ((F.month(day) == 1) & (F.dayofmonth(day) <= CHRISTMAS_SEASON_LAST_JANUARY_DAY))
+
+
 def add_origin_features(rows: DataFrame, as_of: date, history: Column) -> DataFrame:
     """rows + ORIGIN_COLS. rows need Store, Date, DayOfWeek, Promo (0/1) and Sales; history: the rows whose sales
     count (train rows up to D that parse, are unique and sold something). Only those rows' sales are read."""
@@ -62,13 +75,16 @@ def add_origin_features(rows: DataFrame, as_of: date, history: Column) -> DataFr
     rows = rows.withColumn(LEAD_COL, lead_days(as_of).cast("float"))
     # A history row is in the tail of its block when it lies in the last TAIL_DAYS before that block's end: the
     # origin of the rows one block younger.
-    log_sales = F.when(history, F.log(F.col("Sales")))
+    all_log_sales = F.when(history, F.log(F.col("Sales")))
+    log_sales = F.when(~in_christmas_season(F.col("Date")), all_log_sales)
     tail = (days_before_as_of(as_of) % ORIGIN_BLOCK_DAYS) < TAIL_DAYS
     # Every cell of the rows with its history sums, in one aggregation (one more read of the rows' plan, not two:
     # the distinct cells joined to the history's). A cell without history gets null sums and counts.
     cells = rows.groupBy(*_CELL).agg(F.sum(log_sales).alias("_sum"), _count_or_null(log_sales).alias("_n"),
                                      F.sum(F.when(tail, log_sales)).alias("_tail_sum"),
-                                     _count_or_null(F.when(tail, log_sales)).alias("_tail_n"))
+                                     _count_or_null(F.when(tail, log_sales)).alias("_tail_n"),
+                                     F.sum(all_log_sales).alias("_all_sum"),
+                                     _count_or_null(all_log_sales).alias("_all_n"))
     # One row per (store, block, weekday, promo) of the rows, ready to use: ~300 k rows and ~13 MB at full scale,
     # broadcast so the rows keep their partitioning and order (no shuffle of the rows for it).
     return rows.join(F.broadcast(levels_at_origins(cells)), _CELL, "left").drop(_BLOCK, _PROMO)
@@ -96,9 +112,10 @@ def levels_at_origins(cells: DataFrame) -> DataFrame:
            **{name: mean(store_blocks, 1, count) for count, name in zip(LEVEL_BLOCKS, LEVEL_COLS)},
            DAY_PROMO_LEVEL_COL: mean(own_cell, 1, DAY_PROMO_BLOCKS)}
     whole_store = Window.partitionBy("Store").rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    # Each window falls back to the next longer one, the longest to the store's mean up to D (0 for a store that
-    # never sold anything up to D).
-    fallback = F.coalesce(F.sum("_sum").over(whole_store) / F.sum("_n").over(whole_store), F.lit(0.0))
+    # Each window falls back to the next longer one, the longest to the store's mean up to D outside the season, then
+    # with it (a store that opened in December), 0 for a store that never sold anything up to D.
+    fallback = F.coalesce(F.sum("_sum").over(whole_store) / F.sum("_n").over(whole_store),
+                          F.sum("_all_sum").over(whole_store) / F.sum("_all_n").over(whole_store), F.lit(0.0))
     filled = {}
     for name in reversed([TAIL_LEVEL_COL, *LEVEL_COLS]):
         fallback = F.coalesce(raw[name], fallback)
