@@ -30,9 +30,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 CHRISTMAS_ORIGINS = {"2014-10-31", "2014-11-30"}
 
 
-# bench_quantile_origins.py's pools of the current product (the model and quantile rule of 0580202, unchanged since
-# but for the trend ratios of session 34, reverted): 1,115 stores in sessions 30 and 33, 150 stores in session 34
-# (session 33's cells), and the fresh cells of sessions 35 and 36 (generator seeds 11 and 13, origins not used before).
+# bench_quantile_origins.py's pools of the product from 0580202 up to d5dc6ed (unchanged but for the trend ratios of
+# session 34, reverted; d5dc6ed's levels leave out the Christmas season, so these pools describe the product before
+# it): 1,115 stores in sessions 30 and 33, 150 stores in session 34 (session 33's cells), and the fresh cells of
+# sessions 35 and 36 (generator seeds 11 and 13, origins not used before).
 PRODUCT_POOLS = ("quantile_origins_1115-*-s30.json", "quantile_origins_1115-*-s33.json",
                  "quantile_origins_150-*-s34.json", "quantile_origins_*-s35.json", "quantile_origins_*-s36.json")
 
