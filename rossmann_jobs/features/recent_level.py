@@ -14,11 +14,11 @@ below, for rows whose origin has no history at all):
 The levels leave out the Christmas season (1 December to 6 January: the rush before Christmas and the quiet days
 after it). A model's calendar effects are learnt relative to the levels, and the training rows meet Christmas at
 one phase of their origins only (the blocks end at D): as of 20 January a 48-day level holds the whole rush, while
-the nearest training origin a year earlier (D - 384) held none of it, so with the season in, the horizon came out
-10-15 % high on three generator draws (bench/RESULTS.md, session 36). Without it a level means the same at every
-origin. A window without sales (outside the season) falls back to the next longer one, and the longest to the
-store's mean over its sales up to D outside the season, then over all of them (only the first block of a store's
-history, and a store reopening after a long closure, need it).
+the February and March a year earlier were seen from D - 336, whose windows held January's low, so with the season
+in, the horizon came out 10-15 % high on two of three generator draws (bench/RESULTS.md, session 36). Without it
+a level means the same at every origin. A window without sales (outside the season) falls back to the next longer
+one, and the longest to the store's mean over its sales up to D outside the season, then over all of them (only
+the first block of a store's history, and a store reopening after a long closure, need it).
 Windows are unions of whole blocks (the 14 days: the tail of the block that ends at the origin), so one small
 aggregation of the history per (store, block, weekday, promo) serves every origin.
 """
