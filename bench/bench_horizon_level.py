@@ -56,12 +56,16 @@ import bench_forecast_truth as bft  # noqa: E402  (the bench's train-and-predict
 
 from rossmann_jobs import storage  # noqa: E402
 from rossmann_jobs.features.elapsed import NEAR_EVENT_DAYS  # noqa: E402
-from rossmann_jobs.features.recent_level import LEVEL_BLOCKS, ORIGIN_BLOCK_DAYS, TAIL_DAYS  # noqa: E402
+from rossmann_jobs.features.recent_level import (  # noqa: E402
+    CHRISTMAS_SEASON_LAST_JANUARY_DAY,
+    LEVEL_BLOCKS,
+    ORIGIN_BLOCK_DAYS,
+    TAIL_DAYS,
+)
 from rossmann_jobs.features.spec import ORIGIN_COLS  # noqa: E402
 
 LEVEL_NAMES = list(ORIGIN_COLS[1:])     # StoreLevel14d .. DayPromoLevel384d (LeadDays is unchanged)
 HOLIDAY_DAYS = 2
-CHRISTMAS_SEASON_LAST_JANUARY_DAY = 6
 QUANTILE_LEVELS = {"P10": 0.1, "P50": 0.5, "P90": 0.9}
 EVENTS = ("Promo", "StateHoliday", "SchoolHoliday")
 WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSince")],
@@ -85,8 +89,9 @@ def truth(cell: Path) -> pd.DataFrame:
     return frame.assign(Date=pd.to_datetime(frame.Date))[["StoreId", "Date", "ExpectedSales", "Sales"]]
 
 
-def predictions(run: Path) -> pd.DataFrame:
-    frame = pd.read_parquet(committed_dir(run / "predictions") / "predictions")
+def predictions(run: Path, name: str = "predictions") -> pd.DataFrame:
+    """The committed predictions of run's output `name` (predict's --out under the run)."""
+    frame = pd.read_parquet(committed_dir(run / name) / "predictions")
     return frame.assign(Date=pd.to_datetime(frame.Date))
 
 
@@ -99,24 +104,34 @@ def lead_errors(cell: Path, as_of: pd.Timestamp) -> pd.DataFrame:
                          "err": np.log(rows.SalesForecast / rows.ExpectedSales).values})
 
 
-def horizon_scores(cell: Path, run: Path) -> dict:
-    rows = predictions(run)
+def scored_horizon(cell: Path, run: Path, name: str = "predictions") -> pd.DataFrame:
+    """The horizon rows of run's predictions `name` that sold, with the truth's Sales and ExpectedSales."""
+    rows = predictions(run, name)
     rows = rows[rows.split == "test"].merge(truth(cell), on=["StoreId", "Date"])
-    rows = rows[rows.Sales > 0]
-    err = np.log(rows.SalesForecast / rows.ExpectedSales)
+    return rows[rows.Sales > 0]
+
+
+def interval_scores(rows: pd.DataFrame) -> dict:
+    """P10-P90 coverage (all, by lead week) and the weighted quantile loss against the naive baseline's quantiles."""
     covered = (rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)
 
     def wql(prefix: str) -> float:
         return float(np.mean([2 * np.sum(np.maximum(q * (rows.Sales - rows[f"{prefix}{n}"]),
                                                     (q - 1) * (rows.Sales - rows[f"{prefix}{n}"]))) / rows.Sales.sum()
                               for n, q in QUANTILE_LEVELS.items()]))
+    return {"coverage": float(covered.mean()),
+            "coverage_by_lead_week": [round(float(v), 4) for v in covered.groupby(rows.LeadWeek).mean()],
+            "wql_vs_naive": wql("Sales") / wql("SalesBaseline") - 1}
+
+
+def horizon_scores(cell: Path, run: Path) -> dict:
+    rows = scored_horizon(cell, run)
+    err = np.log(rows.SalesForecast / rows.ExpectedSales)
     metrics = json.loads((committed_dir(run / "model") / "metrics.json").read_text())
     return {"exp_rmspe": float(np.sqrt(np.mean(((rows.Sales - rows.SalesForecast) / rows.Sales) ** 2))),
             "median_log_error": float(np.median(err)),
             "median_log_error_by_lead_week": [round(float(v), 4) for v in err.groupby(rows.LeadWeek).median()],
-            "coverage": float(covered.mean()),
-            "coverage_by_lead_week": [round(float(v), 4) for v in covered.groupby(rows.LeadWeek).mean()],
-            "wql_vs_naive": wql("Sales") / wql("SalesBaseline") - 1,
+            **interval_scores(rows),
             "val_exp_rmspe": metrics["best_val_exp_rmspe"], "best_epoch": metrics["best_epoch"]}
 
 
@@ -131,18 +146,25 @@ def copy_features(cell: Path, dest: Path) -> Path:
     return attempt
 
 
-def with_validation_in_train(attempt: Path) -> None:
+def register_train_shards(attempt: Path, shards: list[dict]) -> None:
+    """Adds shards ({"file", "rows"}, already written under train/) to the metadata's and the manifest's listings
+    and the train row count."""
     meta = json.loads((attempt / "metadata.json").read_text())
     manifest = json.loads((attempt.parents[1] / "_SUCCESS").read_text())
-    for shard in meta["shards"]["validation"]:
-        name = "v-" + shard["file"]
-        shutil.copy(attempt / "validation" / shard["file"], attempt / "train" / name)
-        meta["shards"]["train"].append({**shard, "file": name})
-        manifest["files"].append(f"train/{name}")
-    meta["row_counts"]["train"] += meta["row_counts"]["validation"]
+    meta["shards"]["train"] += shards
+    manifest["files"] += [f"train/{shard['file']}" for shard in shards]
+    meta["row_counts"]["train"] += sum(shard["rows"] for shard in shards)
     manifest["summary"]["row_counts"]["train"] = meta["row_counts"]["train"]
     (attempt / "metadata.json").write_text(json.dumps(meta))
     (attempt.parents[1] / "_SUCCESS").write_text(json.dumps(manifest))
+
+
+def with_validation_in_train(attempt: Path) -> None:
+    meta = json.loads((attempt / "metadata.json").read_text())
+    shards = [{**shard, "file": "v-" + shard["file"]} for shard in meta["shards"]["validation"]]
+    for shard in meta["shards"]["validation"]:
+        shutil.copy(attempt / "validation" / shard["file"], attempt / "train" / ("v-" + shard["file"]))
+    register_train_shards(attempt, shards)
 
 
 def origin_levels(history: pd.DataFrame, origin: pd.Timestamp) -> tuple[pd.DataFrame, pd.Series]:
@@ -164,8 +186,6 @@ def origin_levels(history: pd.DataFrame, origin: pd.Timestamp) -> tuple[pd.DataF
 def with_year_ago_origin(attempt: Path, as_of: pd.Timestamp) -> int:
     """Appends the year-ago horizon's rows seen from D-365 to the train split (one more part); the rows added."""
     origin = as_of - pd.Timedelta(days=365)
-    meta = json.loads((attempt / "metadata.json").read_text())
-    manifest = json.loads((attempt.parents[1] / "_SUCCESS").read_text())
     train = pq.read_table(attempt / "train")
     history = pd.concat([pd.read_parquet(attempt / split, columns=["StoreId", "Date", "Sales", "DayOfWeek", "Promo"])
                          for split in ("train", "validation")])
@@ -184,12 +204,7 @@ def with_year_ago_origin(attempt: Path, as_of: pd.Timestamp) -> int:
     table = pa.Table.from_pandas(rows[train.schema.names], preserve_index=False).cast(train.schema)
     name = "y-part-00000.parquet"
     pq.write_table(table, attempt / "train" / name)
-    meta["shards"]["train"].append({"file": name, "rows": table.num_rows})
-    manifest["files"].append(f"train/{name}")
-    meta["row_counts"]["train"] += table.num_rows
-    manifest["summary"]["row_counts"]["train"] = meta["row_counts"]["train"]
-    (attempt / "metadata.json").write_text(json.dumps(meta))
-    (attempt.parents[1] / "_SUCCESS").write_text(json.dumps(manifest))
+    register_train_shards(attempt, [{"file": name, "rows": table.num_rows}])
     return table.num_rows
 
 

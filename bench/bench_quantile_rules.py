@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 RULE_FLAG = "--quantile-rule"
@@ -73,11 +72,12 @@ def predict_with_rule(rule: str, args: list[str]) -> None:
     predict.main()
 
 
-def run_rule(cell: Path, raw: Path, rule: str) -> Path:
+def run_rule(cell: Path, raw: Path, rule: str) -> str:
+    """Predict with the rule into the cell's run (once); the output's name under the run."""
     run = cell / "runs" / "run"
     out = run / f"predictions-{rule}"
     if (out / "_SUCCESS").exists():
-        return out
+        return out.name
     jobs_bin = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{jobs_bin}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(REPO),
            "ROSSMANN_STORAGE_ROOT": str(cell)}
@@ -91,27 +91,19 @@ def run_rule(cell: Path, raw: Path, rule: str) -> Path:
     if code != 0:
         sys.exit(f"predict with {rule} failed (exit {code}): {run / f'predict-{rule}.log'}")
     print(f"  {cell.parent.name}/{cell.name} {rule}: {time.perf_counter() - started:.0f} s", flush=True)
-    return out
+    return out.name
 
 
-def scores(cell: Path, predictions_dir: Path) -> dict:
+def scores(cell: Path, name: str) -> dict:
+    """The interval's scores and median log width by lead week of the cell's run's predictions `name`."""
     import bench_horizon_level as bhl
 
-    rows = pd.read_parquet(bhl.committed_dir(predictions_dir) / "predictions")
-    rows = rows.assign(Date=pd.to_datetime(rows.Date))
-    rows = rows[rows.split == "test"].merge(bhl.truth(cell), on=["StoreId", "Date"])
-    rows = rows[rows.Sales > 0]
-    covered = (rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)
-
-    def wql(prefix: str) -> float:
-        return float(np.mean([2 * np.sum(np.maximum(q * (rows.Sales - rows[f"{prefix}{n}"]),
-                                                    (q - 1) * (rows.Sales - rows[f"{prefix}{n}"]))) / rows.Sales.sum()
-                              for n, q in bhl.QUANTILE_LEVELS.items()]))
+    rows = bhl.scored_horizon(cell, cell / "runs" / "run", name)
+    interval = bhl.interval_scores(rows)
     width = np.log(rows.SalesP90 / rows.SalesP10)
-    return {"coverage": round(float(covered.mean()), 4),
-            "coverage_by_lead_week": [round(float(v), 4) for v in covered.groupby(rows.LeadWeek).mean()],
+    return {"coverage": round(interval["coverage"], 4), "coverage_by_lead_week": interval["coverage_by_lead_week"],
             "log_width_by_lead_week": [round(float(v), 4) for v in width.groupby(rows.LeadWeek).median()],
-            "wql_vs_naive": round(wql("Sales") / wql("SalesBaseline") - 1, 4)}
+            "wql_vs_naive": round(interval["wql_vs_naive"], 4)}
 
 
 def main() -> None:
@@ -129,7 +121,7 @@ def main() -> None:
     for spec in args.cells.split(","):
         scenario_stores, label, as_of = spec.split(":")
         cell = args.workdir / scenario_stores / label
-        entry = {"as_of": as_of, "product": scores(cell, cell / "runs" / "run" / "predictions")}
+        entry = {"as_of": as_of, "product": scores(cell, "predictions")}
         for rule in rules:
             entry[rule] = scores(cell, run_rule(cell, args.workdir / scenario_stores / "drops" / as_of, rule))
         record["cells"][f"{scenario_stores} {as_of}"] = entry

@@ -15,10 +15,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+from bench_quantile_origins import LEAD_WEEKS
+from recorded_coverage import CHRISTMAS_ORIGINS
 
 OUT = Path(__file__).resolve().parent / "out"
-DECEMBER_HORIZON_ORIGINS = {"2014-10-31", "2014-11-30"}
-LEAD_WEEKS = range(1, 8)
+GROUPS = ("January origins", "December horizons", "other origins")
 
 
 def robustness_cell(label: str) -> dict:
@@ -43,7 +44,7 @@ def variant_cell(name: str, variant: str) -> dict:
 def group_of(as_of: str) -> str:
     if as_of.startswith("2015-01"):
         return "January origins"
-    return "December horizons" if as_of in DECEMBER_HORIZON_ORIGINS else "other origins"
+    return "December horizons" if as_of in CHRISTMAS_ORIGINS else "other origins"
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -90,8 +91,7 @@ def main() -> None:
         rows.append({"cell": f"{before['scenario']}, {before['stores']:,}, {before['as_of']}, seed {before['seed']}",
                      "group": group_of(before["as_of"]), "before": before, "after": after_cell,
                      "exp_rmspe_change": after_cell["exp_rmspe"] / before["exp_rmspe"] - 1})
-    rows.sort(key=lambda r: (list(("January origins", "December horizons", "other origins")).index(r["group"]),
-                             r["before"]["stores"], r["before"]["as_of"]))
+    rows.sort(key=lambda r: (GROUPS.index(r["group"]), r["before"]["stores"], r["before"]["as_of"]))
     for index, row in enumerate(rows):
         row["index"] = index
     print("| cell | exp-RMSPE before -> after | change | after vs naive | coverage | after by lead week 1..7 | "
@@ -105,7 +105,7 @@ def main() -> None:
     groups = {}
     print("\n| origins | cells | exp-RMSPE change: mean (range) | better in | coverage | wQL vs naive |"
           "\n|---|---:|---|---:|---|---|")
-    for name in ("January origins", "December horizons", "other origins"):
+    for name in GROUPS:
         group = [r for r in rows if r["group"] == name]
         if not group:
             continue
