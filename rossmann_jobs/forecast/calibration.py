@@ -31,18 +31,18 @@ def calibrate_quantiles(validation_rows: DataFrame, levels: tuple[float, ...],
     residuals = quantiles.validation_residuals(rows, ACTUAL_COL, LOG_FORECAST_COL, origin_col)
     spans = quantiles.pooled_weeks(counts)
     weekly = quantiles.residual_quantiles(residuals, spans, levels).collect()
-    location = quantiles.median_residual(residuals)
+    window_bias = quantiles.median_residual(residuals)
     table = quantiles.centred_table(
         quantiles.quantile_table({row[quantiles.LEAD_WEEK_COL]: row["_q"] for row in weekly}, levels),
-        {row[quantiles.LEAD_WEEK_COL]: row["_median"] for row in weekly}, location)
+        {row[quantiles.LEAD_WEEK_COL]: row["_median"] for row in weekly})
     pooled = {week: list(span) for week, span in spans.items() if span != (week, week)}
     if pooled:
         log.warning("lead week(s) with fewer than %d validation rows calibrated on neighbouring weeks: %s",
                     quantiles.MIN_ROWS_PER_WEEK, pooled)
-    method = "validation residual quantiles per lead week, centred on the window's median residual"
+    method = "validation residual quantiles per lead week, centred on the point forecast"
     summary = {"levels": list(levels),
                "method": method if origin_col is None else f"{method}, +- the trend's drift from the rows' origin",
-               "median_log_residual": None if location is None else round(location, 6),
+               "median_log_residual": None if window_bias is None else round(window_bias, 6),   # reported only
                "validation_rows_by_lead_week": {str(week): counts.get(week, 0) for week in sorted(table)},
                "trend_drift_by_lead_week": {str(week): None if stats.get(week, (0, None))[1] is None
                                             else round(stats[week][1], 6) for week in sorted(table)},

@@ -124,6 +124,7 @@ def test_forecast_quantiles_csv_has_one_monotone_row_per_test_id(job):
     for row in got[got["OpenStatus"] != "closed"].itertuples():
         expected = [row.SalesForecast * math.exp(q) for q in table[str(row.LeadWeek)]]
         assert [row.SalesP10, row.SalesP50, row.SalesP90] == pytest.approx(expected, rel=1e-5)
+        assert row.SalesP50 == pytest.approx(row.SalesForecast, rel=1e-9)   # centred on the point forecast
     assert set(got["LeadWeek"]) == {1, 2}      # 8 horizon days after the as-of date
     baseline = got[["SalesBaselineP10", "SalesBaselineP50", "SalesBaselineP90"]].to_numpy()
     assert (np.diff(baseline, axis=1) >= 0).all() and (baseline[got["OpenStatus"] == "closed"] == 0).all()

@@ -292,17 +292,16 @@ def test_residual_quantiles_per_lead_week_on_a_hand_made_case(spark):
     assert RESIDUAL_COL in residuals.columns
 
 
-def test_each_lead_weeks_quantiles_are_centred_on_the_windows_median_residual():
-    """A week's own median (one window's common shock) is replaced by the window's: the spread stays, the order
-    too; a week without residuals, or a window without any, is left as it is."""
+def test_each_lead_weeks_quantiles_are_centred_on_the_point_forecast():
+    """A week's own median (one window's common shock) is taken out: the spread stays, the order too, and the
+    median level sits on the point forecast (0); a week without residuals is left as it is."""
     from rossmann_jobs.forecast.quantiles import centred_table
 
     table = {1: [-0.2, 0.05, 0.3], 2: [-0.1, -0.08, 0.0], 3: [0.0, 0.0, 0.0]}
-    got = centred_table(table, {1: 0.05, 2: -0.08}, -0.01)
-    assert got[1] == pytest.approx([-0.26, -0.01, 0.24]) and got[2] == pytest.approx([-0.03, -0.01, 0.07])
+    got = centred_table(table, {1: 0.05, 2: -0.08})
+    assert got[1] == pytest.approx([-0.25, 0.0, 0.25]) and got[2] == pytest.approx([-0.02, 0.0, 0.08])
     assert got[3] == [0.0, 0.0, 0.0]
     assert all(values == sorted(values) for values in got.values())
-    assert centred_table(table, {1: 0.05}, None) == table
 
 
 def seed_week_saturday(day: date) -> date:
