@@ -26,7 +26,7 @@ class CheckpointKiller:
         self.find_pids, self.after_epoch, self.poll_s = find_pids, after_epoch, poll_s
         self.killed_pids: list[int] = []
         self.killed_at: datetime | None = None
-        self.pointer_epoch: int | None = None    # what the pointer said when the processes were killed
+        self.pointer_epoch: int | None = None    # the newest epoch the pointer named when the processes died
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name=name, daemon=True)
         self._thread.start()
@@ -51,7 +51,11 @@ class CheckpointKiller:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            self.killed_pids, self.killed_at, self.pointer_epoch = pids, datetime.now().astimezone(), epoch
+            killed_at = datetime.now().astimezone()
+            # Finding the pids can take seconds (docker inspect on a loaded machine), while an epoch can take less:
+            # the pointer is read again once they are dead, so pointer_epoch is the newest checkpoint at the kill.
+            self.killed_pids, self.killed_at = pids, killed_at
+            self.pointer_epoch = max(epoch, self.checkpointed_epoch() or epoch)
             return
 
     def stop(self, timeout_s: float = 30) -> None:

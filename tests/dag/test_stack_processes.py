@@ -44,6 +44,27 @@ def test_the_checkpoint_killer_kills_once_a_pointer_names_the_epoch():
         process.wait()
 
 
+def test_the_checkpoint_killer_records_an_epoch_checkpointed_while_it_looked_for_the_pids():
+    """Looking up the pids is slow where docker inspects a container; an epoch written meanwhile is the kill's."""
+    pointer = f"s3://b/runs/d/r{CHECKPOINT_POINTER}"
+    pointers: dict[str, dict] = {pointer: {"epoch": 1}}
+    process = subprocess.Popen(["sleep", "60"])
+
+    def slow_lookup() -> list[int]:
+        pointers[pointer] = {"epoch": 3}   # two epochs checkpointed during the lookup
+        return [process.pid]
+    killer = CheckpointKiller(lambda prefix: sorted(pointers), pointers.__getitem__, "s3://b/runs/d", slow_lookup,
+                              after_epoch=1, poll_s=0.02)
+    try:
+        assert process.wait(timeout=10) == -9
+        killer.stop()
+        assert killer.killed_pids == [process.pid] and killer.pointer_epoch == 3
+    finally:
+        killer.stop()
+        process.kill()
+        process.wait()
+
+
 def test_a_process_that_is_not_our_child_is_alive():
     assert embedded.pid_alive(1)
 
