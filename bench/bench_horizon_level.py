@@ -73,7 +73,10 @@ WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSinc
                   "school-holiday-days": [f"{side}SchoolHoliday" for side in ("DaysTo", "DaysSince")],
                   "seed-day-counts": [f"{side}{event}" for side in ("Before", "After") for event in EVENTS],
                   "seed-state-holiday-counts": ["BeforeStateHoliday", "AfterStateHoliday"],
-                  "year": ["Year"], "calendar": ["Month", "Week", "Day"]}
+                  "year": ["Year"], "calendar": ["Month", "Week", "Day"],
+                  # predict reads the lead week from LeadDays: without it every row is lead week 1, so the variant's
+                  # interval figures are not a measure of it (its point forecast is)
+                  "lead": ["LeadDays"]}
 VARIANTS = ("refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach", "level-deltas",
             "year-ago-origin", "christmas-clean", "trend-since-level",
             *(f"without-{group}" for group in WITHOUT_GROUPS))

@@ -8,7 +8,9 @@ coverage by lead week, weighted quantile loss against the naive baseline's quant
 - `week-shocks`: each lead week's residuals (with the trend's drift both ways, as the product) keep their spread
   around their own median, and that median is replaced by every lead week's median in turn (one copy per week): the
   horizon week's common shock (a holiday, a weather spell, one week's level) is not known at D, and the product,
-  which centres every week on the window's median, leaves the spread of those weekly shocks out of the interval.
+  which centres every week on one location, leaves the spread of those weekly shocks out of the interval;
+- `as-built`: the product's rule as this checkout has it (the stored predictions may come from an older one).
+A rule's predictions are kept under the cell's run (`predictions-<rule>`) and reused: delete them after a change.
 Writes bench/out/quantile_rules_<name>.json and prints the tables. Offline: no product code is changed.
 
     PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_quantile_rules.py \\
@@ -56,7 +58,13 @@ def week_shocks(product_quantiles):
     return residual_quantiles
 
 
-RULES = {"week-shocks": week_shocks}   # rule -> (the product's residual_quantiles -> the rule's)
+def as_built(product_quantiles):
+    """The product's own rule: predict re-run with the code of this checkout (its stored predictions may be older)."""
+    return product_quantiles
+
+
+# rule -> (the product's residual_quantiles -> the rule's)
+RULES = {"as-built": as_built, "week-shocks": week_shocks}
 
 
 def predict_with_rule(rule: str, args: list[str]) -> None:

@@ -1,0 +1,117 @@
+"""The horizon's bias by lead week on stored models, and how much of it two inputs make: the lead, the plan's end.
+
+For each recorded cell named (bench_quantile_centre.recorded_cells: robustness cells and christmas-clean retrains
+under the work dirs), the cell's committed model runs its forward pass (as predict does, no retraining) on the
+horizon rows as prepared, and on the same rows with one input changed:
+- `lead-1`: LeadDays = 1 on every row (the model's learnt effect of the distance to the origin taken out);
+- `before-<n>`: each Before<Event> count that counts down to the plan's last day (no event follows in the plan, so
+  the seed's count runs to the store's last row as if an event fell there: LeadDays - Before = 48) set to -n, an
+  event n days away (a serve-time guess; training rows always see their real next event);
+- `lead-1+before-60`;
+- with --lightgbm, `lightgbm`: bench_robustness.py's LightGBM reference fitted on the cell's prepared features (the
+  same inputs, another learner), scored the same way.
+Reports, pooled over the cells, the median log(expected / forecast) per lead week (the truth's point-in-time-free
+expectation; > 0: the forecast is low) and per cell the exp-RMSPE against the truth's sales with each change.
+Writes bench/out/lead_bias_<name>.json.
+
+    PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_lead_bias.py \\
+        --workdir /work/bench-s35 --workdir /work/bench-s36 --cells c0120,C0610,cc-g0305 [--fills 30,60,100]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from bench_horizon_level import EVENTS, ORIGIN_BLOCK_DAYS, committed_dir, stored_model, truth
+from bench_quantile_centre import recorded_cells
+from bench_quantile_origins import LEAD_WEEKS
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def censored_before(test: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per event, the rows whose Before count runs to the plan's last day (no event of that kind follows in it)."""
+    return {event: ((test.LeadDays - test[f"Before{event}"]) == ORIGIN_BLOCK_DAYS).to_numpy() for event in EVENTS}
+
+
+def changed_inputs(test: pd.DataFrame, fills: list[int]) -> dict[str, pd.DataFrame]:
+    censored = censored_before(test)
+
+    def filled(rows: pd.DataFrame, days: int) -> pd.DataFrame:
+        return rows.assign(**{f"Before{event}": rows[f"Before{event}"].where(~censored[event], -float(days))
+                              for event in EVENTS})
+    return {"as prepared": test, "lead-1": test.assign(LeadDays=1.0),
+            **{f"before-{days}": filled(test, days) for days in fills},
+            "lead-1+before-60": filled(test, 60).assign(LeadDays=1.0)}
+
+
+def cell_probes(home: Path, cell: Path, fills: list[int], with_lightgbm: bool) -> dict:
+    forward = stored_model(home)
+    test = pd.read_parquet(committed_dir(home / "features") / "test")
+    actual = (test[["StoreId", "Date"]].assign(Date=pd.to_datetime(test.Date))
+              .merge(truth(cell), on=["StoreId", "Date"], how="left"))
+    sold = (actual.Sales > 0).to_numpy()
+    sales = actual.Sales.to_numpy()[sold]
+    log_expected = np.log(actual.ExpectedSales.to_numpy()[sold])
+    week = np.minimum(np.ceil(test.LeadDays.to_numpy() / 7), LEAD_WEEKS[-1])[sold]
+    out = {"share_censored": {event: round(float(rows.mean()), 4) for event, rows in censored_before(test).items()}}
+    forecasts = {name: forward(rows) for name, rows in changed_inputs(test, fills).items()}
+    if with_lightgbm:
+        from bench_robustness import lightgbm_forecast
+
+        from rossmann_jobs.features import spec
+        lightgbm, _fit = lightgbm_forecast(str(home / "features"), spec)
+        sales_by_id = test[["Id"]].astype({"Id": int}).merge(lightgbm, on="Id", how="left").Sales.to_numpy()
+        forecasts["lightgbm"] = np.log(np.where(sales_by_id > 0, sales_by_id, np.nan))
+    for name, log_forecast in forecasts.items():
+        log_forecast = log_forecast[sold]
+        error = log_expected - log_forecast
+        out[name] = {"exp_rmspe": float(np.sqrt(np.mean(((sales - np.exp(log_forecast)) / sales) ** 2))),
+                     "bias_by_lead_week": [float(np.nanmedian(error[week == w])) for w in LEAD_WEEKS]}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", action="append", required=True, type=Path)
+    parser.add_argument("--cells", required=True, help="comma-separated labels (cc-<label>: a christmas-clean retrain)")
+    parser.add_argument("--fills", default="30,60,100", help="days for the before-<n> changes")
+    parser.add_argument("--lightgbm", action="store_true", help="also LightGBM on the same features (pip lightgbm)")
+    parser.add_argument("--name", default="s37")
+    args = parser.parse_args()
+    labels, fills = set(args.cells.split(",")), [int(v) for v in args.fills.split(",")]
+    cells = {}
+    for workdir in args.workdir:
+        for label, cell, run in recorded_cells(workdir):
+            if label in labels:
+                cells[f"{label} {cell.parent.name}"] = cell_probes(run.parents[1], cell, fills, args.lightgbm)
+                print(f"  {label} {cell.parent.name}: exp-RMSPE " + ", ".join(
+                    f"{name} {v['exp_rmspe']:.4f}" for name, v in cells[f"{label} {cell.parent.name}"].items()
+                    if name != "share_censored"), flush=True)
+    names = [name for name in next(iter(cells.values())) if name != "share_censored"]
+    pooled = {}
+    for name in names:
+        change = np.array([c[name]["exp_rmspe"] / c["as prepared"]["exp_rmspe"] - 1 for c in cells.values()])
+        bias = np.mean([c[name]["bias_by_lead_week"] for c in cells.values()], axis=0)
+        pooled[name] = {"bias_by_lead_week": [float(v) for v in bias], "exp_rmspe_change_mean": float(change.mean()),
+                        "exp_rmspe_change_range": [float(change.min()), float(change.max())],
+                        "cells_better": int((change < 0).sum())}
+    print(f"\n| inputs ({len(cells)} cells) | median log(expected / forecast) by lead week 1..7, mean over cells (%) |"
+          " exp-RMSPE change: mean (range) | better in |")
+    print("|---|---|---|---:|")
+    for name, p in pooled.items():
+        weeks = " ".join(f"{100 * v:+.1f}" for v in p["bias_by_lead_week"])
+        low, high = p["exp_rmspe_change_range"]
+        print(f"| {name} | {weeks} | {100 * p['exp_rmspe_change_mean']:+.1f} % "
+              f"({100 * low:+.1f} .. {100 * high:+.1f} %) | {p['cells_better']} of {len(cells)} |")
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"lead_bias_{args.name}.json"
+    path.write_text(json.dumps({"pooled": pooled, "cells": cells}, indent=1))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
