@@ -4,6 +4,8 @@ Reads cells that bench/bench_robustness.py ran (`<workdir>/<scenario>-<stores>/<
 `runs/run`'s model and predictions, the drop under `drops/<as-of>`, the truth beside it) and scores the model's log
 error against the truth's expected sales by lead (validation rows seen from D - 48, horizon rows from D), then, with
 `--variants`, retrains each cell on changed features with the product's jobs and scores the horizon again:
+- `as-prepared`: the features unchanged, retrained (with --train-args "--seed 43" and --run-suffix, the baseline of
+  the other variants on another training seed);
 - `refit`: the train split plus the validation rows (every row up to D), the same training defaults: whether the
   horizon's lower level is the model's staleness (its train rows end 48 days before D);
 - `holiday-clean`: the origin level features (features/recent_level.py) recomputed without the days within 2 days
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -77,7 +80,7 @@ WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSinc
                   # predict reads the lead week from LeadDays: without it every row is lead week 1, so the variant's
                   # interval figures are not a measure of it (its point forecast is)
                   "lead": ["LeadDays"]}
-VARIANTS = ("refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach", "level-deltas",
+VARIANTS = ("as-prepared", "refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach", "level-deltas",
             "year-ago-origin", "christmas-clean", "trend-since-level",
             *(f"without-{group}" for group in WITHOUT_GROUPS))
 
@@ -407,11 +410,14 @@ def trend_since_level(attempt: Path):
     return change
 
 
-def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdir: Path) -> dict:
-    dest = workdir / "horizon-level" / f"{variant}-{cell.parent.name}-{cell.name}"
+def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdir: Path,
+                train_args: list[str] = (), suffix: str = "") -> dict:
+    dest = workdir / "horizon-level" / f"{variant}-{cell.parent.name}-{cell.name}{suffix}"
     attempt = copy_features(cell, dest)
     facts = {}
-    if variant == "refit":
+    if variant == "as-prepared":
+        pass   # the cell's features retrained as they are: the baseline for another training seed
+    elif variant == "refit":
         with_validation_in_train(attempt)
     elif variant == "level-deltas":
         facts["rows_changed"] = rewrite_columns(attempt, level_deltas)
@@ -427,7 +433,7 @@ def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdi
         facts["rows_changed"] = rewrite_columns(attempt, without(WITHOUT_GROUPS[variant.removeprefix("without-")]))
     else:
         facts["largest_level_change"] = with_clean_levels(attempt, raw, as_of, variant.endswith("balanced"))
-    run = bft.train_and_predict(dest, "run", str(raw), str(dest / "features"), ["--num-proc", "2"])
+    run = bft.train_and_predict(dest, "run", str(raw), str(dest / "features"), ["--num-proc", "2", *train_args])
     return {**facts, "train_s": run["timings_s"]["train"], **horizon_scores(cell, bft.run_dir(dest, "run"))}
 
 
@@ -513,6 +519,8 @@ def main() -> None:
     parser.add_argument("--probes", action="store_true", help="the stored models' forward-pass probes")
     parser.add_argument("--origin-swap", default="", help="SCENARIO-STORES:HORIZON_LABEL:LATER_LABEL: origin_swap's "
                         "probe of the horizon cell's model on the rows the later cell validates on")
+    parser.add_argument("--train-args", default="", help='more train job arguments, e.g. "--seed 43"')
+    parser.add_argument("--run-suffix", default="", help="appended to each variant's run folder, e.g. -seed43")
     parser.add_argument("--name", default="try")
     args = parser.parse_args()
     variants = [v for v in args.variants.split(",") if v]
@@ -540,7 +548,8 @@ def main() -> None:
             print(f"== {spec}: probes {json.dumps(entry['probes'])}", flush=True)
         for variant in variants:
             print(f"== {spec}: {variant}", flush=True)
-            entry[variant] = run_variant(cell, raw, as_of, variant, args.workdir)
+            entry[variant] = run_variant(cell, raw, as_of, variant, args.workdir, shlex.split(args.train_args),
+                                         args.run_suffix)
         record["cells"][spec] = entry
     both = pd.concat(pooled)
     record["median_error_by_lead_pooled"] = {split: [round(float(v), 4) for v in g.groupby("lead").err.median()]
