@@ -4,8 +4,8 @@ Reads cells that bench/bench_robustness.py ran (`<workdir>/<scenario>-<stores>/<
 `runs/run`'s model and predictions, the drop under `drops/<as-of>`, the truth beside it) and scores the model's log
 error against the truth's expected sales by lead (validation rows seen from D - 48, horizon rows from D), then, with
 `--variants`, retrains each cell on changed features with the product's jobs and scores the horizon again:
-- `as-prepared`: the features unchanged, retrained (with --train-args "--seed 43" and --run-suffix, the baseline of
-  the other variants on another training seed);
+- `as-prepared`: the features unchanged, retrained (with `'--train-args=--seed 43' --run-suffix=-seed43`, the
+  baseline of the other variants on another training seed; the values start with "-", hence the "=");
 - `refit`: the train split plus the validation rows (every row up to D), the same training defaults: whether the
   horizon's lower level is the model's staleness (its train rows end 48 days before D);
 - `holiday-clean`: the origin level features (features/recent_level.py) recomputed without the days within 2 days
