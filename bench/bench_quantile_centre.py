@@ -21,14 +21,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from bench_horizon_level import scored_horizon
+from bench_horizon_level import QUANTILE_LEVELS, interval_scores, scored_horizon
 from bench_quantile_origins import LEAD_WEEKS, TARGET_COVERAGE
 from recorded_coverage import CHRISTMAS_ORIGINS
 
 OUT = Path(__file__).resolve().parent / "out"
 CENTRINGS = ("window median", "point forecast")
 VARIANT_DIR, VARIANT = "horizon-level", "christmas-clean"
-LEVELS = {"P10": 0.1, "P50": 0.5, "P90": 0.9}
 
 
 def recorded_cells(workdir: Path) -> list[tuple[str, Path, Path]]:
@@ -48,17 +47,8 @@ def recorded_cells(workdir: Path) -> list[tuple[str, Path, Path]]:
 
 def scores(rows: pd.DataFrame, shift: float) -> dict:
     """Coverage (all, by lead week) and wQL vs the naive baseline of the model's quantiles moved by exp(shift)."""
-    sales = rows.Sales.to_numpy()
-
-    def loss(prefix: str, factor: float) -> float:
-        return sum(np.sum(np.maximum(q * (sales - factor * rows[f"{prefix}{name}"]),
-                                     (q - 1) * (sales - factor * rows[f"{prefix}{name}"])))
-                   for name, q in LEVELS.items())
     factor = float(np.exp(shift))
-    covered = (sales >= factor * rows.SalesP10) & (sales <= factor * rows.SalesP90)
-    return {"coverage": float(covered.mean()),
-            "coverage_by_lead_week": [float(covered[rows.LeadWeek == w].mean()) for w in LEAD_WEEKS],
-            "wql_vs_naive": loss("Sales", factor) / loss("SalesBaseline", 1.0) - 1}
+    return interval_scores(rows.assign(**{f"Sales{name}": factor * rows[f"Sales{name}"] for name in QUANTILE_LEVELS}))
 
 
 def cell_record(label: str, cell: Path, run: Path) -> dict:
