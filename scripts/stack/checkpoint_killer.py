@@ -51,10 +51,9 @@ class CheckpointKiller:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            killed_at = datetime.now().astimezone()
+            self.killed_pids, self.killed_at = pids, datetime.now().astimezone()
             # Finding the pids can take seconds (docker inspect on a loaded machine), while an epoch can take less:
             # the pointer is read again once they are dead, so pointer_epoch is the newest checkpoint at the kill.
-            self.killed_pids, self.killed_at = pids, killed_at
             self.pointer_epoch = max(epoch, self.checkpointed_epoch() or epoch)
             return
 
