@@ -27,6 +27,10 @@ error against the truth's expected sales by lead (validation rows seen from D - 
 - `christmas-clean`: the origin levels recomputed without the days from 1 December to 6 January, so a window's
   level does not depend on whether it holds the Christmas rush (the calendar's learnt effects are relative to the
   levels, and the training origins meet Christmas at another phase than a January horizon's origin does);
+- `store-phased-origins`: the christmas-clean levels, and the train split's rows seen from their store's own grid
+  of origins, ending store_phase (store id mod 48) days before D - 48, with their LeadDays (validation and horizon
+  rows as before): the blocks of 48 days end at D for every store, so a calendar day is seen from one distance in
+  each year, and the lead's learnt effect carries that day's season (the horizon's late weeks sit 3-4 % high);
 - `events-within-reach`: every row sees the next promo or holiday only up to its origin + 48 days, as a horizon row
   does (its Before<Event> counts down to that day, its DaysTo<Event> is the cap beyond it).
 With `--probes`, also asks each cell's stored model (the numpy forward pass, no retraining) how its horizon forecast
@@ -76,12 +80,15 @@ WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSinc
                   "school-holiday-days": [f"{side}SchoolHoliday" for side in ("DaysTo", "DaysSince")],
                   "seed-day-counts": [f"{side}{event}" for side in ("Before", "After") for event in EVENTS],
                   "seed-state-holiday-counts": ["BeforeStateHoliday", "AfterStateHoliday"],
+                  # the seed's Before counts alone: on a horizon row with no event ahead in the plan they count down
+                  # to the plan's last day, as if an event fell there (bench_lead_bias.py)
+                  "before-counts": [f"Before{event}" for event in EVENTS],
                   "year": ["Year"], "calendar": ["Month", "Week", "Day"],
                   # predict reads the lead week from LeadDays: without it every row is lead week 1, so the variant's
                   # interval figures are not a measure of it (its point forecast is)
                   "lead": ["LeadDays"]}
 VARIANTS = ("as-prepared", "refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach", "level-deltas",
-            "year-ago-origin", "christmas-clean", "trend-since-level",
+            "year-ago-origin", "christmas-clean", "store-phased-origins", "trend-since-level",
             *(f"without-{group}" for group in WITHOUT_GROUPS))
 
 
@@ -175,8 +182,10 @@ def with_validation_in_train(attempt: Path) -> None:
 
 def origin_levels(history: pd.DataFrame, origin: pd.Timestamp) -> tuple[pd.DataFrame, pd.Series]:
     """Per store the origin levels (LEVEL_NAMES but the last) seen from origin, each falling back to the next longer
-    one and the longest to the store's mean up to D; per (store, weekday, promo) the 384-day level (recent_level.py).
+    one and the longest to the store's mean up to D; per (store, weekday, promo) the 384-day level (recent_level.py:
+    the days of the Christmas season left out, as the product has done since d5dc6ed).
     history: StoreId, Date, Sales (log), DayOfWeek, Promo of the rows that sold, dated <= D."""
+    history = history[~in_christmas_season(history.Date)]
     known = history[history.Date <= origin]
     fallback = history.groupby("StoreId").Sales.mean()
     levels = pd.DataFrame(index=fallback.index)
@@ -219,10 +228,15 @@ def in_christmas_season(dates: pd.Series) -> pd.Series:
     return (dates.dt.month == 12) | ((dates.dt.month == 1) & (dates.dt.day <= CHRISTMAS_SEASON_LAST_JANUARY_DAY))
 
 
-def clean_history(raw: Path, as_of: pd.Timestamp, christmas: bool = False) -> pd.DataFrame:
+def store_phase(stores) -> np.ndarray:
+    """store-phased-origins: the days each store's grid of training origins ends before D - 48 (0 .. 47)."""
+    return np.asarray(stores, dtype=np.int64) % ORIGIN_BLOCK_DAYS
+
+
+def clean_history(raw: Path, as_of: pd.Timestamp, christmas: bool = False, phased: bool = False) -> pd.DataFrame:
     """The history rows (Sales > 0, dated <= D) not within HOLIDAY_DAYS of a state holiday of their store (known
     on D: train.csv up to D, test.csv's plan after it), or with christmas not in_christmas_season instead, with log
-    sales, block and tail flag."""
+    sales, block and tail flag; phased: the blocks of each store's grid anchored at D - store_phase."""
     train = pd.read_csv(raw / "train.csv", parse_dates=["Date"], dtype={"StateHoliday": str})
     plan = pd.read_csv(raw / "test.csv", parse_dates=["Date"], dtype={"StateHoliday": str})
     train = train[train.Date <= as_of]
@@ -235,7 +249,7 @@ def clean_history(raw: Path, as_of: pd.Timestamp, christmas: bool = False) -> pd
                           for d in range(-HOLIDAY_DAYS, HOLIDAY_DAYS + 1)]).drop_duplicates().assign(near=True)
         history = train[train.Sales > 0].merge(near, on=["Store", "Date"], how="left")
         history = history[history.near.isna()].copy()
-    days_before = (as_of - history.Date).dt.days
+    days_before = (as_of - history.Date).dt.days - (store_phase(history.Store) if phased else 0)
     return history.assign(log=np.log(history.Sales), block=days_before // ORIGIN_BLOCK_DAYS,
                           tail=(days_before % ORIGIN_BLOCK_DAYS) < TAIL_DAYS)
 
@@ -276,23 +290,33 @@ def clean_levels(history: pd.DataFrame, balanced: bool):
     return levels
 
 
-def with_clean_levels(attempt: Path, raw: Path, as_of: pd.Timestamp, balanced: bool, christmas: bool = False
-                      ) -> float:
-    """Rewrites every split's level features in place (same files, rows and schema); the largest change."""
+def with_clean_levels(attempt: Path, raw: Path, as_of: pd.Timestamp, balanced: bool, christmas: bool = False,
+                      phased: bool = False) -> float:
+    """Rewrites every split's level features in place (same files, rows and schema); the largest change. phased
+    (with christmas): the train split's rows seen from their store's own grid of origins (store_phase), their
+    LeadDays too, so each calendar day is seen from every distance across the stores, not from one."""
     levels = clean_levels(clean_history(raw, as_of, christmas), balanced)
+    phased_levels = clean_levels(clean_history(raw, as_of, christmas, phased=True), balanced) if phased else None
     keys = pd.concat([pd.read_csv(raw / name, parse_dates=["Date"], usecols=["Store", "Date", "DayOfWeek", "Promo"])
                       for name in ("train.csv", "test.csv")])
     keys = keys.rename(columns={"Store": "StoreId"}).drop_duplicates(["StoreId", "Date"])
-    cache, largest = {}, 0.0
+    caches, largest = {False: {}, True: {}}, 0.0
     for part in sorted(attempt.glob("*/part-*.parquet")):
         table = pq.read_table(part)
         rows = table.select(["StoreId", "Date"]).to_pandas().assign(Date=lambda f: pd.to_datetime(f.Date))
         rows = rows.merge(keys, on=["StoreId", "Date"], how="left")
-        blocks = np.where(rows.Date > as_of, -1, (as_of - rows.Date).dt.days // ORIGIN_BLOCK_DAYS)
+        in_train = phased and part.parent.name == "train"
+        days_before = (as_of - rows.Date).dt.days - (store_phase(rows.StoreId) if in_train else 0)
+        blocks = np.where(rows.Date > as_of, -1, days_before // ORIGIN_BLOCK_DAYS)
+        cache, source = caches[in_train], phased_levels if in_train else levels
         for key in set(zip(rows.StoreId, blocks, rows.DayOfWeek, rows.Promo)) - cache.keys():
-            cache[key] = levels(*key)
+            cache[key] = source(*key)
         values = np.array([cache[key] for key in zip(rows.StoreId, blocks, rows.DayOfWeek, rows.Promo)],
                           dtype=np.float32)
+        if in_train:   # the days from the row's origin, the end of the next older block of its store's grid
+            lead = (blocks + 1) * ORIGIN_BLOCK_DAYS - days_before.to_numpy()
+            assert len(lead) == 0 or (lead.min() >= 1 and lead.max() <= ORIGIN_BLOCK_DAYS), (lead.min(), lead.max())
+            table = set_column(table, "LeadDays", lead.astype(np.float32))
         for index, name in enumerate(LEVEL_NAMES):
             column = values[:, index] if len(values) else np.zeros(0, dtype=np.float32)
             old = table.column(name).to_numpy()
@@ -412,8 +436,18 @@ def trend_since_level(attempt: Path):
 
 def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdir: Path,
                 train_args: list[str] = (), suffix: str = "") -> dict:
+    """variant: one of VARIANTS, or several joined by "+", applied in turn (a year-ago-origin last: the rows it adds
+    are copies of train rows as the earlier changes left them)."""
     dest = workdir / "horizon-level" / f"{variant}-{cell.parent.name}-{cell.name}{suffix}"
     attempt = copy_features(cell, dest)
+    facts = {}
+    for part in variant.split("+"):
+        facts.update(change_features(attempt, raw, as_of, part))
+    run = bft.train_and_predict(dest, "run", str(raw), str(dest / "features"), ["--num-proc", "2", *train_args])
+    return {**facts, "train_s": run["timings_s"]["train"], **horizon_scores(cell, bft.run_dir(dest, "run"))}
+
+
+def change_features(attempt: Path, raw: Path, as_of: pd.Timestamp, variant: str) -> dict:
     facts = {}
     if variant == "as-prepared":
         pass   # the cell's features retrained as they are: the baseline for another training seed
@@ -423,6 +457,9 @@ def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdi
         facts["rows_changed"] = rewrite_columns(attempt, level_deltas)
     elif variant == "christmas-clean":
         facts["largest_level_change"] = with_clean_levels(attempt, raw, as_of, balanced=False, christmas=True)
+    elif variant == "store-phased-origins":
+        facts["largest_level_change"] = with_clean_levels(attempt, raw, as_of, balanced=False, christmas=True,
+                                                          phased=True)
     elif variant == "year-ago-origin":
         facts["rows_added"] = with_year_ago_origin(attempt, as_of)
     elif variant == "events-within-reach":
@@ -433,8 +470,7 @@ def run_variant(cell: Path, raw: Path, as_of: pd.Timestamp, variant: str, workdi
         facts["rows_changed"] = rewrite_columns(attempt, without(WITHOUT_GROUPS[variant.removeprefix("without-")]))
     else:
         facts["largest_level_change"] = with_clean_levels(attempt, raw, as_of, variant.endswith("balanced"))
-    run = bft.train_and_predict(dest, "run", str(raw), str(dest / "features"), ["--num-proc", "2", *train_args])
-    return {**facts, "train_s": run["timings_s"]["train"], **horizon_scores(cell, bft.run_dir(dest, "run"))}
+    return facts
 
 
 def stored_model(cell: Path):
@@ -524,8 +560,9 @@ def main() -> None:
     parser.add_argument("--name", default="try")
     args = parser.parse_args()
     variants = [v for v in args.variants.split(",") if v]
-    if set(variants) - set(VARIANTS):
-        parser.error(f"--variants: {sorted(set(variants) - set(VARIANTS))} unknown")
+    unknown = {part for v in variants for part in v.split("+")} - set(VARIANTS)
+    if unknown:
+        parser.error(f"--variants: {sorted(unknown)} unknown")
     record = {"cells": {}}
     if args.origin_swap:
         scenario, horizon_label, later_label = args.origin_swap.split(":")

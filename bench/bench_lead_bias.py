@@ -8,6 +8,11 @@ horizon rows as prepared, and on the same rows with one input changed:
   the seed's count runs to the store's last row as if an event fell there: LeadDays - Before = 48) set to -n, an
   event n days away (a serve-time guess; training rows always see their real next event);
 - `lead-1+before-60`;
+- `before-year-ago`: each such count set to the same store's count 364 days earlier (same weekday, from the train
+  and validation splits) where that one lies further off (the event's distance a year ago, a guess from the history);
+- `trend-oracle`: trend and trend_de set to the googletrend.csv week each row's own date falls in (the full file
+  beside the cell: the truth, not known at D), and `trend-persistence`: both set to the last week ended by D, without
+  the season's drift that prepare adds: how much of the bias the trend's unknowable path makes;
 - with --lightgbm, `lightgbm`: bench_robustness.py's LightGBM reference fitted on the cell's prepared features (the
   same inputs, another learner), scored the same way.
 Reports, pooled over the cells, the median log(expected / forecast) per lead week (the truth's point-in-time-free
@@ -48,6 +53,43 @@ def changed_inputs(test: pd.DataFrame, fills: list[int]) -> dict[str, pd.DataFra
             "lead-1+before-60": filled(test, 60).assign(LeadDays=1.0)}
 
 
+def before_year_ago(test: pd.DataFrame, features: Path) -> pd.DataFrame:
+    """The censored Before counts set to the store's count 364 days earlier where that one is further off."""
+    columns = [f"Before{event}" for event in EVENTS]
+    history = pd.concat([pd.read_parquet(features / split, columns=["StoreId", "Date", *columns])
+                         for split in ("train", "validation")])
+    history["Date"] = pd.to_datetime(history.Date)
+    year_ago = (test[["StoreId"]].assign(Date=pd.to_datetime(test.Date) - pd.Timedelta(days=364))
+                .merge(history, on=["StoreId", "Date"], how="left"))
+    censored = censored_before(test)
+    return test.assign(**{
+        f"Before{event}": np.where(censored[event] & (year_ago[f"Before{event}"] < test[f"Before{event}"]).to_numpy(),
+                                   year_ago[f"Before{event}"], test[f"Before{event}"]).astype(np.float32)
+        for event in EVENTS})
+
+
+def trend_inputs(test: pd.DataFrame, full: Path, as_of: pd.Timestamp) -> dict[str, pd.DataFrame]:
+    """trend-oracle and trend-persistence (see the module's docstring) from the full googletrend.csv beside the cell."""
+    weeks = pd.read_csv(full / "googletrend.csv")
+    weeks["sunday"] = pd.to_datetime(weeks.week.str.slice(0, 10))
+    weeks["State"] = weeks.file.str.removeprefix("Rossmann_DE").str.removeprefix("_")
+    # the trend file of "HB,NI" (Bremen and Lower Saxony) is Rossmann_DE_NI, as in the seed's join
+    state = test.StoreId.map(pd.read_csv(full / "store_states.csv").set_index("Store").State).replace("HB,NI", "NI")
+    dates = pd.to_datetime(test.Date)
+    # the week that starts on the Sunday ending the row's ISO week (features/point_in_time.py, strict mode)
+    sunday = dates + pd.to_timedelta(6 - dates.dt.weekday, unit="D")
+    by_state = weeks[weeks.State != ""].set_index(["State", "sunday"]).trend
+    germany = weeks[weeks.State == ""].set_index("sunday").trend
+    known = weeks[weeks.sunday + pd.Timedelta(days=6) <= as_of]
+    last = known[known.sunday == known.sunday.max()].set_index("State").trend
+
+    def values(series: pd.Series) -> np.ndarray:
+        return series.to_numpy(dtype=np.float32)
+    return {"trend-oracle": test.assign(trend=values(by_state.reindex(list(zip(state, sunday)))),
+                                        trend_de=values(germany.reindex(sunday))),
+            "trend-persistence": test.assign(trend=values(state.map(last)), trend_de=np.float32(last[""]))}
+
+
 def cell_probes(home: Path, cell: Path, fills: list[int], with_lightgbm: bool) -> dict:
     forward = stored_model(home)
     test = pd.read_parquet(committed_dir(home / "features") / "test")
@@ -58,7 +100,11 @@ def cell_probes(home: Path, cell: Path, fills: list[int], with_lightgbm: bool) -
     log_expected = np.log(actual.ExpectedSales.to_numpy()[sold])
     week = np.minimum(np.ceil(test.LeadDays.to_numpy() / 7), LEAD_WEEKS[-1])[sold]
     out = {"share_censored": {event: round(float(rows.mean()), 4) for event, rows in censored_before(test).items()}}
-    forecasts = {name: forward(rows) for name, rows in changed_inputs(test, fills).items()}
+    features = committed_dir(home / "features")
+    as_of = pd.to_datetime(test.Date).min() - pd.Timedelta(days=1)
+    inputs = {**changed_inputs(test, fills), "before-year-ago": before_year_ago(test, features),
+              **trend_inputs(test, cell.parent / "full", as_of)}
+    forecasts = {name: forward(rows) for name, rows in inputs.items()}
     if with_lightgbm:
         from bench_robustness import lightgbm_forecast
 
@@ -69,7 +115,7 @@ def cell_probes(home: Path, cell: Path, fills: list[int], with_lightgbm: bool) -
     for name, log_forecast in forecasts.items():
         log_forecast = log_forecast[sold]
         error = log_expected - log_forecast
-        out[name] = {"exp_rmspe": float(np.sqrt(np.mean(((sales - np.exp(log_forecast)) / sales) ** 2))),
+        out[name] = {"exp_rmspe": float(np.sqrt(np.nanmean(((sales - np.exp(log_forecast)) / sales) ** 2))),
                      "bias_by_lead_week": [float(np.nanmedian(error[week == w])) for w in LEAD_WEEKS]}
     return out
 
