@@ -1,8 +1,8 @@
-"""The horizon's bias by lead week on stored models, and how much of it two inputs make: the lead, the plan's end.
+"""The horizon's bias by lead week on stored models, and what inputs make of it: the lead, the plan's end, the trend.
 
 For each recorded cell named (bench_quantile_centre.recorded_cells: robustness cells and christmas-clean retrains
-under the work dirs), the cell's committed model runs its forward pass (as predict does, no retraining) on the
-horizon rows as prepared, and on the same rows with one input changed:
+under the work dirs, with --retrain another variant's retrains too), the cell's committed model runs its forward
+pass (as predict does, no retraining) on the horizon rows as prepared, and on the same rows with one input changed:
 - `lead-1`: LeadDays = 1 on every row (the model's learnt effect of the distance to the origin taken out);
 - `before-<n>`: each Before<Event> count that counts down to the plan's last day (no event follows in the plan, so
   the seed's count runs to the store's last row as if an event fell there: LeadDays - Before = 48) set to -n, an
@@ -126,12 +126,15 @@ def main() -> None:
     parser.add_argument("--cells", required=True, help="comma-separated labels (cc-<label>: a christmas-clean retrain)")
     parser.add_argument("--fills", default="30,60,100", help="days for the before-<n> changes")
     parser.add_argument("--lightgbm", action="store_true", help="also LightGBM on the same features (pip lightgbm)")
+    parser.add_argument("--retrain", action="append", default=[], help="also bench_horizon_level's retrains of this "
+                        "variant, labelled <variant>:<label> (e.g. without-before-counts:c0430 in --cells)")
     parser.add_argument("--name", default="s37")
     args = parser.parse_args()
     labels, fills = set(args.cells.split(",")), [int(v) for v in args.fills.split(",")]
     cells = {}
     for workdir in args.workdir:
-        for label, cell, run in recorded_cells(workdir):
+        retrains = {"christmas-clean": "cc-", **{variant: f"{variant}:" for variant in args.retrain}}
+        for label, cell, run in recorded_cells(workdir, retrains):
             if label in labels:
                 cells[f"{label} {cell.parent.name}"] = cell_probes(run.parents[1], cell, fills, args.lightgbm)
                 print(f"  {label} {cell.parent.name}: exp-RMSPE " + ", ".join(

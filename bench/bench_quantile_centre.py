@@ -30,17 +30,19 @@ CENTRINGS = ("window median", "point forecast")
 VARIANT_DIR, VARIANT = "horizon-level", "christmas-clean"
 
 
-def recorded_cells(workdir: Path) -> list[tuple[str, Path, Path]]:
-    """(label, cell, run) for every run with predictions: robustness cells (<scenario-stores>/<label>) and the
-    christmas-clean retrains of bench_horizon_level (label cc-<label>, scored against the original cell's truth)."""
+def recorded_cells(workdir: Path, retrains: dict[str, str] | None = None) -> list[tuple[str, Path, Path]]:
+    """(label, cell, run) for every run with predictions: robustness cells (<scenario-stores>/<label>) and
+    bench_horizon_level's retrains of a variant, scored against the original cell's truth: retrains maps the variant
+    to its labels' prefix, by default the christmas-clean retrains as cc-<label>."""
     found = []
     for run in sorted(workdir.glob("*/*/runs/run")):
         cell = run.parents[1]
         if cell.parent.name != VARIANT_DIR:
             found.append((cell.name, cell, run))
-    for run in sorted((workdir / VARIANT_DIR).glob(f"{VARIANT}-*/runs/run")):
-        scenario_stores, label = run.parents[1].name.removeprefix(f"{VARIANT}-").rsplit("-", 1)
-        found.append((f"cc-{label}", workdir / scenario_stores / label, run))
+    for variant, prefix in (retrains or {VARIANT: "cc-"}).items():
+        for run in sorted((workdir / VARIANT_DIR).glob(f"{variant}-*/runs/run")):
+            scenario_stores, label = run.parents[1].name.removeprefix(f"{variant}-").rsplit("-", 1)
+            found.append((f"{prefix}{label}", workdir / scenario_stores / label, run))
     return [(label, cell, run) for label, cell, run in found
             if (cell.parent / "drops.truth.expected.parquet").exists() and (run / "predictions" / "_SUCCESS").exists()]
 

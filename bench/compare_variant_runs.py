@@ -26,17 +26,18 @@ from bench_quantile_origins import LEAD_WEEKS
 OUT = Path(__file__).resolve().parent / "out"
 
 
-def run_scores(cell: Path, home: Path) -> dict | None:
+def run_scores(cell: Path, home: Path, output: str = "predictions") -> dict | None:
     run = home / "runs" / "run"
-    if not (run / "predictions" / "_SUCCESS").exists():
+    if not (run / output / "_SUCCESS").exists():
         return None
-    rows = scored_horizon(cell, run)
+    rows = scored_horizon(cell, run, output)
     error = np.log(rows.ExpectedSales / rows.SalesForecast)
     inside = (rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)
     exp_rmspe = float(np.sqrt(np.mean(((rows.Sales - rows.SalesForecast) / rows.Sales) ** 2)))
     return {"run": str(home), "exp_rmspe": exp_rmspe,
             "bias_by_lead_week": [float(error[rows.LeadWeek == w].median()) for w in LEAD_WEEKS],
-            "coverage_by_lead_week": [float(inside[rows.LeadWeek == w].mean()) for w in LEAD_WEEKS]}
+            "coverage_by_lead_week": [float(inside[rows.LeadWeek == w].mean()) for w in LEAD_WEEKS],
+            "rows_by_lead_week": [int((rows.LeadWeek == w).sum()) for w in LEAD_WEEKS]}
 
 
 def plot(cells: dict, variants: list[str], path: Path) -> None:
@@ -48,11 +49,13 @@ def plot(cells: dict, variants: list[str], path: Path) -> None:
     names = list(cells)
     figure, axis = plt.subplots(figsize=(10, 0.45 * len(names) + 1.6))
     for offset, variant in enumerate(variants):
+        label = variant
         for row, name in enumerate(names):
             change = cells[name]["changes"].get(variant)
             if change is not None:
                 axis.barh(row + (offset - (len(variants) - 1) / 2) * 0.8 / len(variants), 100 * change,
-                          height=0.8 / len(variants), color=f"C{offset}", label=variant if row == 0 else None)
+                          height=0.8 / len(variants), color=f"C{offset}", label=label)
+                label = None   # one legend entry per variant
     axis.axvline(0, color="gray", linewidth=0.8)
     axis.set_yticks(range(len(names)), [f"{n}{'  (January)' if cells[n]['january'] else ''}" for n in names],
                     fontsize=8)
@@ -70,6 +73,8 @@ def main() -> None:
     parser.add_argument("--variant", action="append", required=True)
     parser.add_argument("--suffix", default="", help="the variants' --run-suffix (baseline: as-prepared<suffix>)")
     parser.add_argument("--base", action="append", default=[], help="LABEL=PATH: that cell's baseline run folder")
+    parser.add_argument("--base-output", default="predictions", help="the baseline run's predictions folder, e.g. "
+                        "predictions-as-built (bench_quantile_rules.py: predict re-run with this checkout's rule)")
     parser.add_argument("--name", default="latest")
     args = parser.parse_args()
     bases = dict(item.split("=", 1) for item in args.base)
@@ -79,7 +84,7 @@ def main() -> None:
         variants_dir = cell.parents[1] / VARIANT_DIR
         base_home = Path(bases[cell.name]) if cell.name in bases else (
             variants_dir / f"as-prepared-{tag}{args.suffix}" if args.suffix else cell)
-        base = run_scores(cell, base_home)
+        base = run_scores(cell, base_home, args.base_output)
         if base is None:
             continue
         runs = {v: run_scores(cell, variants_dir / f"{v}-{tag}{args.suffix}") for v in args.variant}
@@ -109,10 +114,23 @@ def main() -> None:
                            "range": [float(values.min()), float(values.max())]}
         print(f"| {variant} | {len(values)} | {100 * values.mean():+.1f} % ({100 * values.min():+.1f} .. "
               f"{100 * values.max():+.1f} %) | {pooled[variant]['better']} of {len(values)} | {', '.join(january)} |")
+    print("\n| run | stores | cells | P10-P90 coverage by lead week 1..7, pooled over rows (%) |\n|---|---:|---:|---|")
+    for run in ("baseline", *args.variant):
+        for stores in sorted({c["cell"].split("/")[-2].rsplit("-", 1)[1] for c in cells.values()}, key=int):
+            group = [c["baseline"] if run == "baseline" else c["variants"].get(run) for c in cells.values()
+                     if c["cell"].split("/")[-2].endswith(f"-{stores}")]
+            group = [g for g in group if g is not None]
+            if not group:
+                continue
+            weights = np.array([g["rows_by_lead_week"] for g in group], dtype=float)
+            pooled_coverage = (np.array([g["coverage_by_lead_week"] for g in group]) * weights).sum(0) / weights.sum(0)
+            pooled.setdefault("coverage", {})[f"{run} {stores}"] = [float(v) for v in pooled_coverage]
+            print(f"| {run} | {stores} | {len(group)} | {' '.join(f'{100 * v:.1f}' for v in pooled_coverage)} |")
     OUT.mkdir(exist_ok=True)
     (OUT / f"compare_variant_runs_{args.name}.json").write_text(json.dumps({"cells": cells, "pooled": pooled},
                                                                          indent=1))
-    plot(cells, [v for v in args.variant if v in pooled], OUT / f"compare_variant_runs_{args.name}.png")
+    plot(cells, [v for v in args.variant if v in pooled and v != "coverage"],
+         OUT / f"compare_variant_runs_{args.name}.png")
     print(f"\nwrote {OUT / f'compare_variant_runs_{args.name}.json'} and .png")
 
 
