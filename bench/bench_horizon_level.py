@@ -11,9 +11,9 @@ error against the truth's expected sales by lead (validation rows seen from D - 
 - `holiday-clean`: the origin level features (features/recent_level.py) recomputed without the days within 2 days
   of a state holiday (the rush before, the rebound after); `holiday-clean-balanced`: the same with each window's
   level the mean of its weekdays' means, so the days left out do not tilt its weekday mix;
-- `without-<group>`: one group of columns (WITHOUT_GROUPS: the near-event days of one event, the seed's day counts,
-  the Year, the calendar's Month/Week/Day) held at one value in every split, so the model cannot use them (an
-  ablation);
+- `without-<group>`: one group of columns (WITHOUT_GROUPS: the near-event days of one event, the seed's day counts
+  or its Before counts alone, the Year, the calendar's Month/Week/Day) held at one value in every split, so the
+  model cannot use them (an ablation);
 - `trend-since-level`: each row's trend and trend_de as a ratio to their mean over the 144 days up to the row's
   origin (the window of its 144-day level), so the model sees how far the trend moved since its levels were
   measured, not the trend's absolute value (predict's interval calibration then reads those ratios as trends: its
@@ -33,8 +33,10 @@ error against the truth's expected sales by lead (validation rows seen from D - 
   each year, and the lead's learnt effect carries that day's season (the horizon's late weeks sit 3-4 % high);
 - `events-within-reach`: every row sees the next promo or holiday only up to its origin + 48 days, as a horizon row
   does (its Before<Event> counts down to that day, its DaysTo<Event> is the cap beyond it).
-With `--probes`, also asks each cell's stored model (the numpy forward pass, no retraining) how its horizon forecast
-moves when the horizon rows' inputs change: the Google trend x 1.1, the trend of the validation window's last
+Variants joined by "+" are applied in turn to one copy (e.g. `christmas-clean+without-before-counts` on a cell
+prepared before the Christmas-clean levels). With `--probes`, also asks each cell's stored model (the numpy
+forward pass, no retraining) how its horizon forecast moves when the horizon rows' inputs change: the Google trend
+x 1.1, the trend of the validation window's last
 row per state (persistence), the seed's Before<Event> set to -60 where it counts down to the plan's end, and each
 origin level + 0.05 (per unit: how much of a level change reaches the forecast). `--origin-swap` asks one horizon
 cell's model about its horizon rows that a later drop validates on, with groups of inputs taken from that later view.
