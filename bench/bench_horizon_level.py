@@ -36,10 +36,11 @@ error against the truth's expected sales by lead (validation rows seen from D - 
 Variants joined by "+" are applied in turn to one copy (e.g. `christmas-clean+without-before-counts` on a cell
 prepared before the Christmas-clean levels). With `--probes`, also asks each cell's stored model (the numpy
 forward pass, no retraining) how its horizon forecast moves when the horizon rows' inputs change: the Google trend
-x 1.1, the trend of the validation window's last
-row per state (persistence), the seed's Before<Event> set to -60 where it counts down to the plan's end, and each
-origin level + 0.05 (per unit: how much of a level change reaches the forecast). `--origin-swap` asks one horizon
-cell's model about its horizon rows that a later drop validates on, with groups of inputs taken from that later view.
+x 1.1, the trend of the validation window's last row per state (persistence), the seed's Before<Event> set to -60
+where it counts down to the plan's end, and each origin level + 0.05 (per unit: how much of a level change reaches
+the forecast); and how it forecasts last year's horizon rows from their own training origins and from D - 365 (the
+horizon's view a year earlier). `--origin-swap` asks one horizon cell's model about its horizon rows that a later
+drop validates on, with groups of inputs taken from that later view.
 Writes bench/out/horizon_level_<name>.json and prints the tables. Offline: no product code is changed.
 
     PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_horizon_level.py \\
@@ -200,25 +201,31 @@ def origin_levels(history: pd.DataFrame, origin: pd.Timestamp) -> tuple[pd.DataF
     return levels, year.groupby(["StoreId", "DayOfWeek", "Promo"]).Sales.mean().rename("_day_promo")
 
 
-def with_year_ago_origin(attempt: Path, as_of: pd.Timestamp) -> int:
-    """Appends the year-ago horizon's rows seen from D-365 to the train split (one more part); the rows added."""
+def year_ago_view(features: Path, as_of: pd.Timestamp) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(last year's horizon: the train rows dated D-365 .. D-317 as prepared, the same rows seen from the origin D-365
+    with their LeadDays and origin levels recomputed as features/recent_level.py does); Date as timestamps."""
     origin = as_of - pd.Timedelta(days=365)
-    train = pq.read_table(attempt / "train")
-    history = pd.concat([pd.read_parquet(attempt / split, columns=["StoreId", "Date", "Sales", "DayOfWeek", "Promo"])
+    history = pd.concat([pd.read_parquet(features / split, columns=["StoreId", "Date", "Sales", "DayOfWeek", "Promo"])
                          for split in ("train", "validation")])
     history["Date"] = pd.to_datetime(history.Date)
-    dates = pd.to_datetime(train.column("Date").to_pandas())
-    window = ((dates > origin) & (dates <= origin + pd.Timedelta(days=ORIGIN_BLOCK_DAYS))).to_numpy()
-    rows = train.filter(pa.array(window)).to_pandas()
-    rows["Date"] = pd.to_datetime(rows.Date)
+    train = pd.read_parquet(features / "train")
+    train["Date"] = pd.to_datetime(train.Date)
+    prepared = train[(train.Date > origin) & (train.Date <= origin + pd.Timedelta(days=ORIGIN_BLOCK_DAYS))]
     levels, day_promo = origin_levels(history, origin)
-    rows = rows.join(levels, on="StoreId", rsuffix="_new").join(day_promo, on=["StoreId", "DayOfWeek", "Promo"])
+    rows = prepared.join(levels, on="StoreId", rsuffix="_new").join(day_promo, on=["StoreId", "DayOfWeek", "Promo"])
     for name in LEVEL_NAMES[:-1]:
         rows[name] = rows.pop(f"{name}_new")
     rows[LEVEL_NAMES[-1]] = rows.pop("_day_promo").fillna(rows[LEVEL_NAMES[-2]])
     rows["LeadDays"] = (rows.Date - origin).dt.days
+    return prepared.reset_index(drop=True), rows.reset_index(drop=True)
+
+
+def with_year_ago_origin(attempt: Path, as_of: pd.Timestamp) -> int:
+    """Appends the year-ago horizon's rows seen from D-365 to the train split (one more part); the rows added."""
+    schema = pq.read_schema(next((attempt / "train").glob("part-*.parquet")))
+    _prepared, rows = year_ago_view(attempt, as_of)
     rows["Date"] = rows.Date.dt.date
-    table = pa.Table.from_pandas(rows[train.schema.names], preserve_index=False).cast(train.schema)
+    table = pa.Table.from_pandas(rows[schema.names], preserve_index=False).cast(schema)
     name = "y-part-00000.parquet"
     pq.write_table(table, attempt / "train" / name)
     register_train_shards(attempt, [{"file": name, "rows": table.num_rows}])
@@ -513,6 +520,17 @@ def forward_probes(cell: Path) -> dict:
         probes[f"{name}_+0.05_per_unit"] = round(change(test.assign(**{name: test[name] + 0.05})) / 0.05, 2)
     probes["all_levels_+0.05_per_unit"] = round(change(test.assign(**{n: test[n] + 0.05 for n in LEVEL_NAMES})) / 0.05,
                                                 2)
+    # Last year's horizon rows from their own training origins and from D-365, as the horizon is seen from D: the
+    # median log(expected / forecast) by lead week from D-365 (a view training never shows but with year-ago-origin).
+    as_of = pd.to_datetime(test.Date).min() - pd.Timedelta(days=1)
+    prepared, from_year_ago = year_ago_view(features, as_of)
+    expected = np.log(prepared[["StoreId", "Date"]].merge(truth(cell), on=["StoreId", "Date"], how="left")
+                      .ExpectedSales.to_numpy())
+    week = np.minimum(np.ceil(from_year_ago.LeadDays.to_numpy() / 7), 7)
+    for view, frame in (("own_origins", prepared), ("from_D-365", from_year_ago)):
+        error = expected - forward(frame)
+        probes[f"year_ago_horizon_{view}_by_lead_week"] = [round(float(np.median(error[week == w])), 4)
+                                                          for w in range(1, 8)]
     rows = predictions(cell / "runs" / "run").merge(truth(cell), on=["StoreId", "Date"])
     for split in ("validation", "test"):
         sold = rows[(rows.split == split) & (rows.Sales > 0)]
