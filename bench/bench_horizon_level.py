@@ -31,6 +31,9 @@ error against the truth's expected sales by lead (validation rows seen from D - 
   of origins, ending store_phase (store id mod 48) days before D - 48, with their LeadDays (validation and horizon
   rows as before): the blocks of 48 days end at D for every store, so a calendar day is seen from one distance in
   each year, and the lead's learnt effect carries that day's season (the horizon's late weeks sit 3-4 % high);
+- `deseasonalized-levels`: the christmas-clean levels of every split made of each day's log sales less a seasonal
+  index of its day of the year (seasonal_index: the chain's deviation from the surrounding year in the years up to
+  D), so a level means the same at every phase of the year and no origin phase is special;
 - `events-within-reach`: every row sees the next promo or holiday only up to its origin + 48 days, as a horizon row
   does (its Before<Event> counts down to that day, its DaysTo<Event> is the cap beyond it).
 Variants joined by "+" are applied in turn to one copy (e.g. `christmas-clean+without-before-counts` on a cell
@@ -91,7 +94,7 @@ WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSinc
                   # interval figures are not a measure of it (its point forecast is)
                   "lead": ["LeadDays"]}
 VARIANTS = ("as-prepared", "refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach", "level-deltas",
-            "year-ago-origin", "christmas-clean", "store-phased-origins", "trend-since-level",
+            "year-ago-origin", "christmas-clean", "store-phased-origins", "deseasonalized-levels", "trend-since-level",
             *(f"without-{group}" for group in WITHOUT_GROUPS))
 
 
@@ -242,10 +245,39 @@ def store_phase(stores) -> np.ndarray:
     return np.asarray(stores, dtype=np.int64) % ORIGIN_BLOCK_DAYS
 
 
-def clean_history(raw: Path, as_of: pd.Timestamp, christmas: bool = False, phased: bool = False) -> pd.DataFrame:
+SEASON_HALF_YEAR_DAYS = 182   # seasonal_index: each day against its store's mean over the days within this
+SEASON_SMOOTH_DAYS = 15       # ... and the pooled deviations averaged over the days of the year within this
+
+
+def seasonal_index(train: pd.DataFrame, as_of: pd.Timestamp) -> pd.Series:
+    """Per day of the year (1..366), the chain's log sales on that day of the year against the year around it, from
+    train.csv rows dated <= D only: each sold, non-promo day outside the Christmas season with a full year around it
+    (dated <= D - 182) less its store's mean over such days within the 365 centred on it, pooled over stores and
+    years, and averaged over the days of the year within +-15 days (which also evens out weekdays and paydays); 0
+    where no such day exists."""
+    rows = train[(train.Date <= as_of) & (train.Sales > 0) & (train.Promo == 0) & ~in_christmas_season(train.Date)]
+    rows = rows.assign(log=np.log(rows.Sales)).sort_values(["Store", "Date"])
+    centred = (rows.set_index("Date").groupby("Store").log
+               .transform(lambda s: s.rolling(f"{2 * SEASON_HALF_YEAR_DAYS + 1}D", center=True).mean()))
+    rows["deviation"] = rows.log.to_numpy() - centred.to_numpy()
+    first = rows.groupby("Store").Date.transform("min")
+    usable = ((rows.Date <= as_of - pd.Timedelta(days=SEASON_HALF_YEAR_DAYS))
+              & (rows.Date >= first + pd.Timedelta(days=SEASON_HALF_YEAR_DAYS)))
+    by_day = rows[usable].groupby(rows.Date.dt.dayofyear).deviation.agg(["sum", "count"]).reindex(range(1, 367),
+                                                                                                 fill_value=0)
+    wrapped = pd.concat([by_day.iloc[-SEASON_SMOOTH_DAYS:], by_day, by_day.iloc[:SEASON_SMOOTH_DAYS]])
+    window = 2 * SEASON_SMOOTH_DAYS + 1
+    sums = wrapped["sum"].rolling(window, center=True).sum().iloc[SEASON_SMOOTH_DAYS:-SEASON_SMOOTH_DAYS]
+    counts = wrapped["count"].rolling(window, center=True).sum().iloc[SEASON_SMOOTH_DAYS:-SEASON_SMOOTH_DAYS]
+    return (sums / counts.where(counts > 0)).fillna(0.0).set_axis(range(1, 367))
+
+
+def clean_history(raw: Path, as_of: pd.Timestamp, christmas: bool = False, phased: bool = False,
+                  deseasonalized: bool = False) -> pd.DataFrame:
     """The history rows (Sales > 0, dated <= D) not within HOLIDAY_DAYS of a state holiday of their store (known
     on D: train.csv up to D, test.csv's plan after it), or with christmas not in_christmas_season instead, with log
-    sales, block and tail flag; phased: the blocks of each store's grid anchored at D - store_phase."""
+    sales, block and tail flag; phased: the blocks of each store's grid anchored at D - store_phase; deseasonalized:
+    each day's log sales less its day of the year's seasonal_index."""
     train = pd.read_csv(raw / "train.csv", parse_dates=["Date"], dtype={"StateHoliday": str})
     plan = pd.read_csv(raw / "test.csv", parse_dates=["Date"], dtype={"StateHoliday": str})
     train = train[train.Date <= as_of]
@@ -259,7 +291,10 @@ def clean_history(raw: Path, as_of: pd.Timestamp, christmas: bool = False, phase
         history = train[train.Sales > 0].merge(near, on=["Store", "Date"], how="left")
         history = history[history.near.isna()].copy()
     days_before = (as_of - history.Date).dt.days - (store_phase(history.Store) if phased else 0)
-    return history.assign(log=np.log(history.Sales), block=days_before // ORIGIN_BLOCK_DAYS,
+    log = np.log(history.Sales)
+    if deseasonalized:
+        log = log - seasonal_index(train, as_of).reindex(history.Date.dt.dayofyear).to_numpy()
+    return history.assign(log=log, block=days_before // ORIGIN_BLOCK_DAYS,
                           tail=(days_before % ORIGIN_BLOCK_DAYS) < TAIL_DAYS)
 
 
@@ -300,11 +335,11 @@ def clean_levels(history: pd.DataFrame, balanced: bool):
 
 
 def with_clean_levels(attempt: Path, raw: Path, as_of: pd.Timestamp, balanced: bool, christmas: bool = False,
-                      phased: bool = False) -> float:
+                      phased: bool = False, deseasonalized: bool = False) -> float:
     """Rewrites every split's level features in place (same files, rows and schema); the largest change. phased
     (with christmas): the train split's rows seen from their store's own grid of origins (store_phase), their
     LeadDays too, so each calendar day is seen from every distance across the stores, not from one."""
-    levels = clean_levels(clean_history(raw, as_of, christmas), balanced)
+    levels = clean_levels(clean_history(raw, as_of, christmas, deseasonalized=deseasonalized), balanced)
     phased_levels = clean_levels(clean_history(raw, as_of, christmas, phased=True), balanced) if phased else None
     keys = pd.concat([pd.read_csv(raw / name, parse_dates=["Date"], usecols=["Store", "Date", "DayOfWeek", "Promo"])
                       for name in ("train.csv", "test.csv")])
@@ -466,6 +501,9 @@ def change_features(attempt: Path, raw: Path, as_of: pd.Timestamp, variant: str)
         facts["rows_changed"] = rewrite_columns(attempt, level_deltas)
     elif variant == "christmas-clean":
         facts["largest_level_change"] = with_clean_levels(attempt, raw, as_of, balanced=False, christmas=True)
+    elif variant == "deseasonalized-levels":
+        facts["largest_level_change"] = with_clean_levels(attempt, raw, as_of, balanced=False, christmas=True,
+                                                          deseasonalized=True)
     elif variant == "store-phased-origins":
         facts["largest_level_change"] = with_clean_levels(attempt, raw, as_of, balanced=False, christmas=True,
                                                           phased=True)
