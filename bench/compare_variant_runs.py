@@ -90,7 +90,7 @@ def main() -> None:
         runs = {v: run_scores(cell, variants_dir / f"{v}-{tag}{args.suffix}") for v in args.variant}
         runs = {v: r for v, r in runs.items() if r is not None}
         summary = json.loads((base_home / "runs" / "run" / "predictions" / "_SUCCESS").read_text())["summary"]
-        cells[f"{cell.parent.name} {summary['as_of']}"] = {
+        cells[f"{cell.parent.name} {cell.name} {summary['as_of']}"] = {
             "cell": str(cell), "january": summary["as_of"][5:7] == "01", "baseline": base, "variants": runs,
             "changes": {v: r["exp_rmspe"] / base["exp_rmspe"] - 1 for v, r in runs.items()}}
     print("| cell | run | exp-RMSPE | change | log(expected / forecast) by lead week 1..7 (%) "
