@@ -32,6 +32,7 @@ def run_scores(cell: Path, home: Path, output: str = "predictions") -> dict | No
         return None
     rows = scored_horizon(cell, run, output)
     error = np.log(rows.ExpectedSales / rows.SalesForecast)
+    # unrounded, unlike bench_horizon_level.interval_scores' (4 digits): main() pools them weighted by rows
     inside = (rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)
     exp_rmspe = float(np.sqrt(np.mean(((rows.Sales - rows.SalesForecast) / rows.Sales) ** 2)))
     return {"run": str(home), "exp_rmspe": exp_rmspe,
@@ -91,7 +92,8 @@ def main() -> None:
         runs = {v: r for v, r in runs.items() if r is not None}
         summary = json.loads((base_home / "runs" / "run" / "predictions" / "_SUCCESS").read_text())["summary"]
         cells[f"{cell.parent.name} {cell.name} {summary['as_of']}"] = {
-            "cell": str(cell), "january": summary["as_of"][5:7] == "01", "baseline": base, "variants": runs,
+            "cell": str(cell), "stores": int(cell.parent.name.rsplit("-", 1)[1]),
+            "january": summary["as_of"][5:7] == "01", "baseline": base, "variants": runs,
             "changes": {v: r["exp_rmspe"] / base["exp_rmspe"] - 1 for v, r in runs.items()}}
     print("| cell | run | exp-RMSPE | change | log(expected / forecast) by lead week 1..7 (%) "
           "| P10-P90 coverage by lead week (%) |\n|---|---|---:|---:|---|---|")
@@ -116,9 +118,9 @@ def main() -> None:
               f"{100 * values.max():+.1f} %) | {pooled[variant]['better']} of {len(values)} | {', '.join(january)} |")
     print("\n| run | stores | cells | P10-P90 coverage by lead week 1..7, pooled over rows (%) |\n|---|---:|---:|---|")
     for run in ("baseline", *args.variant):
-        for stores in sorted({c["cell"].split("/")[-2].rsplit("-", 1)[1] for c in cells.values()}, key=int):
+        for stores in sorted({c["stores"] for c in cells.values()}):
             group = [c["baseline"] if run == "baseline" else c["variants"].get(run) for c in cells.values()
-                     if c["cell"].split("/")[-2].endswith(f"-{stores}")]
+                     if c["stores"] == stores]
             group = [g for g in group if g is not None]
             if not group:
                 continue
