@@ -76,6 +76,7 @@ from rossmann_jobs.features.recent_level import (  # noqa: E402
     TAIL_DAYS,
 )
 from rossmann_jobs.features.spec import ORIGIN_COLS  # noqa: E402
+from rossmann_jobs.forecast.quantiles import DAYS_PER_WEEK, LEAD_WEEKS  # noqa: E402
 
 LEVEL_NAMES = list(ORIGIN_COLS[1:])     # StoreLevel14d .. DayPromoLevel384d (LeadDays is unchanged)
 HOLIDAY_DAYS = 2
@@ -96,6 +97,11 @@ WITHOUT_GROUPS = {"promo-days": [f"{side}Promo" for side in ("DaysTo", "DaysSinc
 VARIANTS = ("as-prepared", "refit", "holiday-clean", "holiday-clean-balanced", "events-within-reach", "level-deltas",
             "year-ago-origin", "christmas-clean", "store-phased-origins", "deseasonalized-levels", "trend-since-level",
             *(f"without-{group}" for group in WITHOUT_GROUPS))
+
+
+def lead_week_of(lead_days) -> np.ndarray:
+    """Each lead day's lead week as predict counts it (forecast/quantiles.lead_week): 1 .. LEAD_WEEKS."""
+    return np.clip(np.ceil(np.asarray(lead_days, dtype=float) / DAYS_PER_WEEK), 1, LEAD_WEEKS)
 
 
 def committed_dir(out: Path) -> Path:
@@ -564,11 +570,11 @@ def forward_probes(cell: Path) -> dict:
     prepared, from_year_ago = year_ago_view(features, as_of)
     expected = np.log(prepared[["StoreId", "Date"]].merge(truth(cell), on=["StoreId", "Date"], how="left")
                       .ExpectedSales.to_numpy())
-    week = np.minimum(np.ceil(from_year_ago.LeadDays.to_numpy() / 7), 7)
+    week = lead_week_of(from_year_ago.LeadDays)
     for view, frame in (("own_origins", prepared), ("from_D-365", from_year_ago)):
         error = expected - forward(frame)
         probes[f"year_ago_horizon_{view}_by_lead_week"] = [round(float(np.median(error[week == w])), 4)
-                                                          for w in range(1, 8)]
+                                                          for w in range(1, LEAD_WEEKS + 1)]
     rows = predictions(cell / "runs" / "run").merge(truth(cell), on=["StoreId", "Date"])
     for split in ("validation", "test"):
         sold = rows[(rows.split == split) & (rows.Sales > 0)]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from bench_horizon_level import EVENTS, ORIGIN_BLOCK_DAYS, committed_dir, stored_model, truth
+from bench_horizon_level import EVENTS, ORIGIN_BLOCK_DAYS, committed_dir, lead_week_of, stored_model, truth
 from bench_quantile_centre import recorded_cells
 from bench_quantile_origins import LEAD_WEEKS
 
@@ -98,7 +98,7 @@ def cell_probes(home: Path, cell: Path, fills: list[int], with_lightgbm: bool) -
     sold = (actual.Sales > 0).to_numpy()
     sales = actual.Sales.to_numpy()[sold]
     log_expected = np.log(actual.ExpectedSales.to_numpy()[sold])
-    week = np.minimum(np.ceil(test.LeadDays.to_numpy() / 7), LEAD_WEEKS[-1])[sold]
+    week = lead_week_of(test.LeadDays)[sold]
     out = {"share_censored": {event: round(float(rows.mean()), 4) for event, rows in censored_before(test).items()}}
     features = committed_dir(home / "features")
     as_of = pd.to_datetime(test.Date).min() - pd.Timedelta(days=1)
