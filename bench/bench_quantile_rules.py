@@ -5,17 +5,16 @@ Reads cells that bench/bench_robustness.py ran (`<workdir>/<scenario>-<stores>/<
 job (spark-submit, as the DAG does) on the same model and features with one calibration rule patched into
 forecast/quantiles.py, and scores the product's stored predictions and each rule's against the truth's sales: P10-P90
 coverage by lead week, weighted quantile loss against the naive baseline's quantiles, the interval's width. Rules:
-- `week-shocks`: each lead week's residuals (with the trend's drift both ways, as the product) keep their spread
-  around their own median, and that median is replaced by every lead week's median in turn (one copy per week): the
-  horizon week's common shock (a holiday, a weather spell, one week's level) is not known at D, and the product,
-  which centres every week on one location, leaves the spread of those weekly shocks out of the interval;
+- `no-week-shocks`: each lead week's residuals (with the trend's drift both ways, as the product) alone, centred on
+  their own median: the product before session 39, which now places each week's spread at every lead week's median
+  in turn (`quantiles.residual_quantiles`' weekly_shocks; sessions 37 and 39 measured that as the rule `week-shocks`);
 - `as-built`: the product's rule as this checkout has it (the stored predictions may come from an older one).
 A rule's predictions are kept under the cell's run (`predictions-<rule>`) and reused: delete them after a change.
 Writes bench/out/quantile_rules_<name>.json and prints the tables. Offline: no product code is changed.
 
     PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_quantile_rules.py \\
         --workdir /work/bench-s35 --cells baseline-1115:F0731:2015-07-31,noisy-150:f0430:2015-04-30 \\
-        [--rules week-shocks] [--name s36]
+        [--rules no-week-shocks] [--name s36]
 """
 from __future__ import annotations
 
@@ -33,29 +32,12 @@ REPO = Path(__file__).resolve().parents[1]
 RULE_FLAG = "--quantile-rule"
 
 
-def week_shocks(product_quantiles):
-    """quantiles.residual_quantiles with each week's residuals moved from their own median to every week's median
-    (one copy per lead week): the mixture carries the spread of the weekly common shocks."""
-    from pyspark.sql import functions as F
+def no_week_shocks(product_quantiles):
+    """The rule before session 39: each week's quantiles from its own rows only (quantiles.residual_quantiles'
+    weekly_shocks off)."""
+    from functools import partial
 
-    from rossmann_jobs.forecast import quantiles
-
-    def residual_quantiles(residuals, spans, levels):
-        own = {row[quantiles.LEAD_WEEK_COL]: row["_median"]
-               for row in product_quantiles(residuals, spans, levels).collect()}
-        spark = residuals.sparkSession
-        mapping = spark.createDataFrame([(week, source) for week, (first, last) in spans.items()
-                                         for source in range(first, last + 1)], "_week int, _source int")
-        shifts = spark.createDataFrame([(week, float(own[other] - own[week])) for week in own for other in own],
-                                       "_week int, _shift double")
-        pooled = (residuals.join(F.broadcast(mapping), F.col(quantiles.LEAD_WEEK_COL) == F.col("_source"))
-                  .join(F.broadcast(shifts), "_week")
-                  .withColumn(quantiles.RESIDUAL_COL, F.col(quantiles.RESIDUAL_COL) + F.col("_shift")))
-        return (pooled.groupBy(F.col("_week").alias(quantiles.LEAD_WEEK_COL))
-                .agg(F.percentile(quantiles.RESIDUAL_COL, list(levels)).alias("_q"),
-                     F.percentile(quantiles.RESIDUAL_COL, 0.5).alias("_median"))
-                .orderBy(quantiles.LEAD_WEEK_COL))
-    return residual_quantiles
+    return partial(product_quantiles, weekly_shocks=False)
 
 
 def as_built(product_quantiles):
@@ -64,7 +46,7 @@ def as_built(product_quantiles):
 
 
 # rule -> (the product's residual_quantiles -> the rule's)
-RULES = {"as-built": as_built, "week-shocks": week_shocks}
+RULES = {"as-built": as_built, "no-week-shocks": no_week_shocks}
 
 
 def predict_with_rule(rule: str, args: list[str]) -> None:

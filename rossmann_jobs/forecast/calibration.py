@@ -39,7 +39,8 @@ def calibrate_quantiles(validation_rows: DataFrame, levels: tuple[float, ...],
     if pooled:
         log.warning("lead week(s) with fewer than %d validation rows calibrated on neighbouring weeks: %s",
                     quantiles.MIN_ROWS_PER_WEEK, pooled)
-    method = "validation residual quantiles per lead week, centred on the point forecast"
+    method = ("validation residual quantiles per lead week, each week's spread at every week's median, "
+              "centred on the point forecast")
     summary = {"levels": list(levels),
                "method": method if origin_col is None else f"{method}, +- the trend's drift from the rows' origin",
                "median_log_residual": None if window_bias is None else round(window_bias, 6),   # reported only

@@ -6,7 +6,7 @@ import csv
 import io
 import os
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 import pandas as pd
 
@@ -68,7 +68,16 @@ def realistic(files):
             "googletrend.csv": [r for r in files["googletrend.csv"] if week_end_of(r["week"]) <= AS_OF]}
 
 
-DROPS = {"full": lambda files: files, "perturbed": perturbed, "realistic": realistic}
+PLAN_CUT_DAYS = 14
+
+
+def short_plan(files):
+    """The same drop with its plan (test.csv) ending PLAN_CUT_DAYS days earlier."""
+    end = max(D(row["Date"]) for row in files["test.csv"]) - timedelta(days=PLAN_CUT_DAYS)
+    return {**files, "test.csv": [row for row in files["test.csv"] if D(row["Date"]) <= end]}
+
+
+DROPS = {"full": lambda files: files, "perturbed": perturbed, "realistic": realistic, "short-plan": short_plan}
 
 
 def committed_splits(out: str) -> dict[str, pd.DataFrame]:

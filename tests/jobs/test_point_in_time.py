@@ -11,9 +11,10 @@ from pyspark.sql import functions as F
 from point_in_time_drops import AS_OF, SPLITS, week_end_of
 from rossmann_jobs.features import joins, point_in_time
 from rossmann_jobs.features.date_features import expand_date
+from rossmann_jobs.features.elapsed import NEAR_EVENT_DAYS
 from rossmann_jobs.features.pipeline import Lookups, lookup_tables, trend_tables_known_at
 from rossmann_jobs.features.raw_schemas import DATE, DOUBLE, GOOGLE_TREND, WEATHER
-from rossmann_jobs.features.spec import ORIGIN_COLS
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, ORIGIN_COLS, UNFED_SEED_COLS
 from rossmann_jobs.features.validate import PROBLEM
 
 D = date.fromisoformat
@@ -351,6 +352,42 @@ def test_a_realistic_drop_passes_strict_prepare_with_the_features_of_the_full_sn
     full_metadata, full_splits = strict_full
     assert_same_splits(splits, full_splits)
     assert metadata["vocabularies"] == full_metadata["vocabularies"]
+
+
+def decoded_features(metadata, frame):
+    """Store, Date and the model's inputs, the categorical ones as values (two drops' vocabularies may differ)."""
+    values = {col: [None, *metadata["vocabularies"][col]] for col in CATEGORICAL_COLS}
+    return frame[["StoreId", "Date", *FEATURE_COLS]].assign(
+        **{col: [values[col][index] for index in frame[col]] for col in CATEGORICAL_COLS})
+
+
+def test_where_the_plan_ends_moves_no_model_input_but_the_days_to_an_event_in_the_cut_days(pit_drops, strict_full):
+    """The end of the plan is not an event. With the plan two weeks shorter, every row keeps every model input, but
+    DaysTo<Event> on the horizon's last week where the event was in the days cut: the cap now, none known. (The
+    seed's Before counts, spec.UNFED_SEED_COLS, count down to the plan's last day: not model inputs.) The validation
+    window is as long as the horizon, so rows move between train and validation: compared as one history."""
+    metadata, splits = strict_full
+    short_metadata, short = prepared(pit_drops, "short-plan", point_in_time.STRICT)
+    assert not set(UNFED_SEED_COLS) & set(short["test"].columns)
+    plan_end = short["test"]["Date"].max()
+    days_to = [col for col in FEATURE_COLS if col.startswith("DaysTo")]
+
+    def history(prepared_splits):
+        rows = pd.concat([prepared_splits["train"], prepared_splits["validation"]])
+        return rows.sort_values(["StoreId", "Date"]).reset_index(drop=True)
+    for name, whole, cut in (("history", history(splits), history(short)), ("test", splits["test"], short["test"])):
+        whole, cut = decoded_features(metadata, whole), decoded_features(short_metadata, cut)
+        if name == "test":
+            whole = whole[whole["Date"] <= plan_end].reset_index(drop=True)
+            last_week = (pd.to_datetime(whole["Date"]) > pd.Timestamp(plan_end) - pd.Timedelta(days=NEAR_EVENT_DAYS))
+            moved = (whole[days_to] != cut[days_to]).any(axis=1)
+            assert moved.any() and not (moved & ~last_week).any()   # some event fell in the days cut
+            # where a day count moved, the short plan's is the cap and the whole plan's a day of the cut's first week
+            changed = whole.loc[moved, days_to] != cut.loc[moved, days_to]
+            assert (cut.loc[moved, days_to][changed] == NEAR_EVENT_DAYS).sum().sum() == changed.sum().sum()
+            assert (whole.loc[moved, days_to][changed] < NEAR_EVENT_DAYS).sum().sum() == changed.sum().sum()
+            whole, cut = whole.drop(columns=days_to), cut.drop(columns=days_to)
+        pd.testing.assert_frame_equal(whole, cut, obj=name)
 
 
 def test_the_cli_defaults_to_strict_and_accepts_seed():

@@ -282,14 +282,37 @@ def test_residual_quantiles_per_lead_week_on_a_hand_made_case(spark):
     assert residuals.count() == len(weeks)       # the row without sales has no residual
     counts = {1: 40, 2: 5, 3: 40}
     levels = (0.1, 0.5, 0.9)
-    got = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, pooled_weeks(counts, weeks=3), levels)
-           .collect()}
+    got = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, pooled_weeks(counts, weeks=3), levels,
+                                                                 weekly_shocks=False).collect()}
     expected = np.log(actual) - log_forecast
     weeks = np.array(weeks)
     assert got[1] == pytest.approx(np.percentile(expected[weeks == 1], [10, 50, 90]))
     assert got[2] == pytest.approx(np.percentile(expected, [10, 50, 90]))
     assert got[3] == pytest.approx(np.percentile(expected[weeks == 3], [10, 50, 90]))
     assert RESIDUAL_COL in residuals.columns
+
+
+def test_each_weeks_spread_is_placed_at_every_weeks_median_on_a_hand_made_case(spark):
+    """Two weeks of 40 residuals, week 2's 0.3 higher: each week's quantiles are those of its own rows and of its
+    rows moved by the other week's shock, so both weeks' intervals widen by the shock and keep their own spread."""
+    from rossmann_jobs.forecast.quantiles import LEAD_WEEK_COL, RESIDUAL_COL, residual_quantiles
+
+    rng = np.random.default_rng(11)
+    own = {1: rng.normal(0.0, 0.05, 40), 2: rng.normal(0.3, 0.1, 40)}
+    residuals = spark.createDataFrame([(week, float(value)) for week, values in own.items() for value in values],
+                                      f"{LEAD_WEEK_COL} int, {RESIDUAL_COL} double")
+    levels = (0.1, 0.5, 0.9)
+    rows = {r[LEAD_WEEK_COL]: r for r in residual_quantiles(residuals, {1: (1, 1), 2: (2, 2)}, levels).collect()}
+    median = {week: np.median(values) for week, values in own.items()}
+    for week, other in ((1, 2), (2, 1)):
+        mixture = np.concatenate([own[week], own[week] + median[other] - median[week]])
+        assert rows[week]["_q"] == pytest.approx(np.percentile(mixture, [10, 50, 90]))
+        assert rows[week]["_median"] == pytest.approx(np.median(mixture))
+        plain = np.percentile(own[week], [10, 90])
+        assert rows[week]["_q"][2] - rows[week]["_q"][0] > plain[1] - plain[0] + 0.1   # wider by the shock
+    without = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, {1: (1, 1), 2: (2, 2)}, levels,
+                                                                     weekly_shocks=False).collect()}
+    assert without[1] == pytest.approx(np.percentile(own[1], [10, 50, 90]))
 
 
 def test_each_lead_weeks_quantiles_are_centred_on_the_point_forecast():
