@@ -16,7 +16,7 @@ import pytest
 from fixtures.tiny_drop import TEST_END, TEST_START, tiny_drop, write_drop
 from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import RAW_FILES
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, UNFED_SEED_COLS
 from rossmann_jobs.features.validate import RawInputError
 from rossmann_jobs.output_layout import METADATA_FILE
 
@@ -186,13 +186,16 @@ def expected_elapsed(drop, as_of: date) -> dict[tuple[int, date], dict[str, int]
 
 
 def test_elapsed_days_match_a_direct_loop_over_the_raw_rows(prepared, drop):
+    """The written After counts; the Before counts (spec.UNFED_SEED_COLS: they count down to the plan's end) are
+    not written."""
     _out, attempt, _metadata = prepared
     expected = expected_elapsed(drop, AS_OF)
     frames = [read_split(attempt, name) for name in ("train", "validation", "test")]
     for frame in frames:
+        assert not set(UNFED_SEED_COLS) & set(frame.columns)
         for row in frame.to_dict("records"):
-            want = expected[(int(row["StoreId"]), row["Date"])]
-            assert {k: int(row[k]) for k in want} == want, row
+            want = {k: v for k, v in expected[(int(row["StoreId"]), row["Date"])].items() if k.startswith("After")}
+            assert len(want) == 3 and {k: int(row[k]) for k in want} == want, row
 
 
 # HotSpot never JIT-compiles a method of more than 8,000 bytes of bytecode (-XX:HugeMethodLimit, on by default):
