@@ -13,7 +13,9 @@ error against the truth's expected sales by lead (validation rows seen from D - 
   level the mean of its weekdays' means, so the days left out do not tilt its weekday mix;
 - `without-<group>`: one group of columns (WITHOUT_GROUPS: the near-event days of one event, the seed's day counts
   or its Before counts alone, the Year, the calendar's Month/Week/Day) held at one value in every split, so the
-  model cannot use them (an ablation);
+  model cannot use them (an ablation); since session 39 the product does not write the Before counts
+  (spec.UNFED_SEED_COLS), so `without-before-counts`, `events-within-reach` and bench_lead_bias's Before probes
+  apply to cells of earlier products only;
 - `trend-since-level`: each row's trend and trend_de as a ratio to their mean over the 144 days up to the row's
   origin (the window of its 144-day level), so the model sees how far the trend moved since its levels were
   measured, not the trend's absolute value (predict's interval calibration then reads those ratios as trends: its
@@ -407,6 +409,9 @@ def set_column(table: pa.Table, name: str, values: np.ndarray) -> pa.Table:
 def without(columns: list[str]):
     """The columns held at 0 (a categorical's unknown index, a continuous value's 0): nothing left to learn from."""
     def change(table: pa.Table) -> tuple[pa.Table, int]:
+        missing = [name for name in columns if name not in table.column_names]
+        if missing:   # the Before counts: not written since spec.UNFED_SEED_COLS (session 39)
+            raise SystemExit(f"{missing}: not in these prepared features; a cell of an earlier product has them")
         for name in columns:
             table = set_column(table, name, np.zeros(table.num_rows, dtype=table.column(name).to_numpy().dtype))
         return table, table.num_rows
