@@ -138,17 +138,20 @@ def scored_horizon(cell: Path, run: Path, name: str = "predictions") -> pd.DataF
     return rows[rows.Sales > 0]
 
 
+def pinball_loss(rows: pd.DataFrame, prefix: str) -> float:
+    """2 x the summed pinball loss of the quantile columns `<prefix>P10` .. over rows' Sales, averaged over the
+    levels: the weighted quantile loss before its division by the sales (pooled over runs, the sums add up)."""
+    return float(np.mean([2 * np.sum(np.maximum(q * (rows.Sales - rows[f"{prefix}{n}"]),
+                                                (q - 1) * (rows.Sales - rows[f"{prefix}{n}"])))
+                          for n, q in QUANTILE_LEVELS.items()]))
+
+
 def interval_scores(rows: pd.DataFrame) -> dict:
     """P10-P90 coverage (all, by lead week) and the weighted quantile loss against the naive baseline's quantiles."""
     covered = (rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)
-
-    def wql(prefix: str) -> float:
-        return float(np.mean([2 * np.sum(np.maximum(q * (rows.Sales - rows[f"{prefix}{n}"]),
-                                                    (q - 1) * (rows.Sales - rows[f"{prefix}{n}"]))) / rows.Sales.sum()
-                              for n, q in QUANTILE_LEVELS.items()]))
     return {"coverage": float(covered.mean()),
             "coverage_by_lead_week": [round(float(v), 4) for v in covered.groupby(rows.LeadWeek).mean()],
-            "wql_vs_naive": wql("Sales") / wql("SalesBaseline") - 1}
+            "wql_vs_naive": pinball_loss(rows, "Sales") / pinball_loss(rows, "SalesBaseline") - 1}
 
 
 def horizon_scores(cell: Path, run: Path) -> dict:

@@ -20,19 +20,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-from bench_horizon_level import QUANTILE_LEVELS, scored_horizon
+from bench_horizon_level import pinball_loss, scored_horizon
 from bench_quantile_origins import LEAD_WEEKS
 
 OUT = Path(__file__).resolve().parent / "out"
 TARGET = (0.77, 0.83)   # issue 36: the 80 % interval covers 77-83 % per lead week
-
-
-def losses(rows) -> dict[str, float]:
-    """Summed pinball loss (x 2, averaged over the levels) of the model's and the naive baseline's quantiles."""
-    return {prefix: float(np.mean([2 * np.sum(np.maximum(q * (rows.Sales - rows[f"{prefix}{n}"]),
-                                                         (q - 1) * (rows.Sales - rows[f"{prefix}{n}"])))
-                                   for n, q in QUANTILE_LEVELS.items()]))
-            for prefix in ("Sales", "SalesBaseline")}
 
 
 def run_output(folder: Path, output: str) -> str | None:
@@ -61,7 +53,7 @@ def main() -> None:
             rows = scored_horizon(Path(cell), folder / "runs" / "run", output)
             inside = ((rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)).groupby(rows.LeadWeek)
             counts = inside.sum().reindex(LEAD_WEEKS, fill_value=0), inside.count().reindex(LEAD_WEEKS, fill_value=0)
-            loss = losses(rows)
+            loss = {prefix: pinball_loss(rows, prefix) for prefix in ("Sales", "SalesBaseline")}
             cells.setdefault(label, {})[name] = {
                 "run": str(folder), "output": output,
                 "exp_rmspe": float(np.sqrt(np.mean(((rows.Sales - rows.SalesForecast) / rows.Sales) ** 2))),
