@@ -162,8 +162,9 @@ def test_vocabularies_are_the_sorted_values_of_train_and_horizon(prepared):
     assert vocab["CompetitionOpenSinceYear"] == [1900, 2014]
 
 
-def expected_elapsed(drop, as_of: date) -> dict[tuple[int, date], dict[str, int]]:
-    """A direct per-store loop over the raw rows (train <= as_of and test > as_of), as the example defines it."""
+def expected_after_counts(drop, as_of: date) -> dict[tuple[int, date], dict[str, int]]:
+    """A direct per-store loop over the raw rows (train <= as_of and test > as_of): the After<Event> day counts as the
+    example defines them (its Before counts are not written: spec.UNFED_SEED_COLS)."""
     rows = [(int(r["Store"]), date.fromisoformat(r["Date"]), r) for r in drop["train.csv"]
             if date.fromisoformat(r["Date"]) <= as_of]
     rows += [(int(r["Store"]), date.fromisoformat(r["Date"]), r) for r in drop["test.csv"]
@@ -178,10 +179,6 @@ def expected_elapsed(drop, as_of: date) -> dict[tuple[int, date], dict[str, int]
             for d, r in mine:
                 last = d if is_event(r) else last
                 result.setdefault((store, d), {})["After" + name] = (d - last).days
-            last = mine[-1][0]
-            for d, r in reversed(mine):
-                last = d if is_event(r) else last
-                result[(store, d)]["Before" + name] = (d - last).days
     return result
 
 
@@ -189,12 +186,12 @@ def test_elapsed_days_match_a_direct_loop_over_the_raw_rows(prepared, drop):
     """The written After counts; the Before counts (spec.UNFED_SEED_COLS: they count down to the plan's end) are
     not written."""
     _out, attempt, _metadata = prepared
-    expected = expected_elapsed(drop, AS_OF)
+    expected = expected_after_counts(drop, AS_OF)
     frames = [read_split(attempt, name) for name in ("train", "validation", "test")]
     for frame in frames:
         assert not set(UNFED_SEED_COLS) & set(frame.columns)
         for row in frame.to_dict("records"):
-            want = {k: v for k, v in expected[(int(row["StoreId"]), row["Date"])].items() if k.startswith("After")}
+            want = expected[(int(row["StoreId"]), row["Date"])]
             assert len(want) == 3 and {k: int(row[k]) for k in want} == want, row
 
 
