@@ -1,8 +1,8 @@
 """
 ### Rossmann store-sales forecast: daily retrain and forecast
 
-`plan_run` → `wait_for_raw_drop` → `prepare_features` → `find_champion` → `train_model` → `read_train_metrics`
-→ `quality_gate` → `predict` → `publish_forecast`
+`plan_run` → `wait_for_raw_drop` → `prepare_features` → `find_champion` → `train_model` (and `backtest_season`)
+→ `read_train_metrics` → `quality_gate` → `predict` → `publish_forecast`
 
 * **Data arrival**: the day's raw drop lands under `s3://<bucket>/raw/<as_of>/` (the 7 Rossmann CSV files, then a
   `_SUCCESS` marker written last). The sensor waits for the marker on the triggerer (deferrable, where
@@ -21,7 +21,17 @@
   (vocabularies re-mapped) and a naive seasonal baseline (median Sales per store × weekday × promo) on the same
   validation rows. The new model is promoted when it beats the baseline and there is no champion as of D or its
   exp_rmspe ≤ champion's × (1 + `promotion_tolerance`); a re-run of the champion's own run must be strictly better.
-  Otherwise the champion as of D forecasts; with none, the run fails (no model beats the baseline). The champion is
+  Otherwise the champion as of D forecasts.
+* **Season backtest**: the validation window (the 48 days up to D) never holds the horizon's season, so
+  `backtest_season` replays the recipe a year earlier: the same training params, cold, on the prepared rows up to
+  D - 364 - 48, its epoch chosen on the 48 days up to D - 364, scored with the naive baseline fitted up to D - 364 on
+  D - 364 .. D - 316 (rows neither saw). Where the network loses to naive there (× (1 + `season_tolerance`)), no
+  network forecasts the date: not the challenger, not the champion.
+* **Always a forecast**: when no model may forecast (the season backtest refuses the network, or the challenger is
+  not promoted and there is no champion as of D), the naive seasonal baseline is the day's forecast, with quantiles
+  from its own validation residuals: published, registered and scored like any other, marked `forecast_model:
+  naive-seasonal` with its `fallback_reason` in `latest.json`, the registry and the report, and alerted (one
+  "forecast fallback" message to `rossmann_alerts`). The champion is
   an immutable copy of the committed model attempt, its record holds the SHA-256 of its model files, and the jobs
   load a model only from `models/` or `runs/` and only as recorded; `models/champion.json` points at the newest
   as-of date's champion. A model is data (the params it is built from + its weights), never a Keras model file.
@@ -114,6 +124,11 @@ PARAMS = {
                                  description="Promote if the new model beats the naive baseline and its val "
                                              "exp_rmspe <= champion's x (1 + tolerance), on the same rows. Negative "
                                              "values demand an improvement; -1 freezes the champion."),
+    "season_tolerance": Param(0.0, type="number", minimum=0.0, maximum=1.0, title="Season backtest tolerance",
+                              description="The network forecasts only if, replayed a year earlier (trained on the "
+                                          "rows up to D - 364 - 48, scored on D - 364 .. D - 316), its exp_rmspe < "
+                                          "the naive baseline's x (1 + tolerance) there; else the naive seasonal "
+                                          "baseline is the day's forecast. 0: it must beat the baseline."),
     "baseline_tolerance": Param(0.0, type="number", minimum=0.0, maximum=1.0, title="Baseline tolerance",
                                 description="Promote only if the new model's val exp_rmspe < the naive seasonal "
                                             "baseline's x (1 + tolerance), on the same rows. 0 (the default): it "
@@ -229,11 +244,13 @@ def rossmann_forecast():
 
         return forecast_tasks.apply_quality_gate(S3Hook(aws_conn_id="aws_default"), plan, metrics,
                                                  float(params["promotion_tolerance"]), dag_run.run_id,
-                                                 baseline_tolerance=float(params["baseline_tolerance"]))
+                                                 baseline_tolerance=float(params["baseline_tolerance"]),
+                                                 season=metrics.get("season_backtest"),
+                                                 season_tolerance=float(params["season_tolerance"]))
 
     # One publication at a time across runs: the pointer's read-compare-write must not interleave.
     @task(outlets=[FORECAST_ASSET], max_active_tis_per_dag=1)
-    def publish_forecast(plan: dict[str, str], gate: dict, dag_run=None, outlet_events=None) -> dict:
+    def publish_forecast(plan: dict[str, str], gate: dict, dag_run=None, outlet_events=None, **context) -> dict:
         """Check the committed forecast, point `forecast/latest.json` at it (unless a newer as-of date's forecast
         is there: a backfill) and emit the asset event (extra "latest": whether the pointer holds this one)."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
@@ -241,9 +258,10 @@ def rossmann_forecast():
         from rossmann import forecast_tasks
 
         forecast, latest = forecast_tasks.publish_forecast(S3Hook(aws_conn_id="aws_default"), plan, gate,
-                                                           dag_run.run_id)
+                                                           dag_run.run_id, {**context, "dag_run": dag_run})
         outlet_events[FORECAST_ASSET].extra = {**{key: forecast[key] for key in
-                                                  ("as_of", "run_id", "submission_uri", "report_uri")},
+                                                  ("as_of", "run_id", "submission_uri", "report_uri",
+                                                   "forecast_model")},
                                                "latest": latest}
         return forecast
 
@@ -298,6 +316,14 @@ def rossmann_forecast():
         "--warm-start-model-sha256", champion["champion_model_sha256"],
         "--warm-start-epochs", "{{ params.warm_start_epochs }}",
     ], drop=plan["raw"])
+    # The recipe replayed a year earlier, for the gate: the same training params, cold, scored against the naive
+    # baseline on the year-earlier horizon (rossmann_jobs/training/season_backtest.py).
+    season_backtest = spark_job("backtest_season", "train.py", [
+        "--features", plan["features"], "--out", plan["season_backtest"], "--season-backtest",
+        "--num-proc", "{{ params.num_proc }}", "--epochs", "{{ params.epochs }}",
+        "--batch-size", "{{ params.batch_size }}", "--learning-rate", "{{ params.learning_rate }}",
+        "--lr-schedule", "{{ params.lr_schedule }}", "--hidden-units", "{{ params.hidden_units }}",
+    ], drop=plan["raw"])
     metrics = read_train_metrics(plan)
     gate = quality_gate(plan, metrics)
     predict = spark_job("predict", "predict.py", [
@@ -317,6 +343,7 @@ def rossmann_forecast():
     score >> publish_scores(plan)
 
     wait_for_raw_drop >> prepare >> champion >> train >> metrics
+    prepare >> season_backtest >> metrics
     predict >> published
 
 

@@ -62,18 +62,18 @@ def model_info(artifact: dict, training_metrics: dict | None) -> list[tuple[str,
 
 
 def read_report_context(trained_model_uri: str, scores_uri: str, as_of: date,
-                        training_metrics: dict | None, model_attempt: str) -> dict:
+                        training_metrics: dict | None, model_attempt: str | None) -> dict:
     """What the report shows beyond this job's own rows: the run's trained model's metrics.json (gate scores,
-    epochs; else the forecasting model's) and the training curves its train job drew beside it (reused, not drawn
-    again), and the earlier forecasts' scores known by as_of."""
+    epochs; else the forecasting model's; model_attempt None: the naive fallback, no model) and the training curves
+    its train job drew beside it (reused, not drawn again), and the earlier forecasts' scores known by as_of."""
     training_attempt, training = model_attempt, training_metrics
-    training_uri = storage.join(training_attempt, TRAIN_METRICS_FILE)
+    training_uri = storage.join(training_attempt, TRAIN_METRICS_FILE) if training_attempt else None
     if trained_model_uri:
         training_attempt = storage.committed_uri(trained_model_uri)
         training_uri = storage.join(training_attempt, TRAIN_METRICS_FILE)
         training = storage.read_json(training_uri) if storage.exists(training_uri) else None
-    curves_uri = storage.join(training_attempt, TRAINING_CURVES_FILE)
-    curves = storage.read_bytes(curves_uri) if training and storage.exists(curves_uri) else None
+    curves_uri = storage.join(training_attempt, TRAINING_CURVES_FILE) if training_attempt else None
+    curves = storage.read_bytes(curves_uri) if training and curves_uri and storage.exists(curves_uri) else None
     summary_uri = storage.join(scores_uri, SCORES_SUMMARY_FILE) if scores_uri else None
     summary = storage.read_json(summary_uri) if summary_uri and storage.exists(summary_uri) else None
     return {"training": training, "training_uri": training_uri, "training_curves": curves,
@@ -82,7 +82,8 @@ def read_report_context(trained_model_uri: str, scores_uri: str, as_of: date,
 
 def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_metrics: list[tuple[str, object]],
                  info: list[tuple[str, object]], validation_rmspe: float | None, context: dict,
-                 gate_decision: str, levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS) -> None:
+                 gate_decision: str, levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS,
+                 title: str | None = None) -> None:
     """Aggregate in Spark, plot the small results on the driver, write the one self-contained index.html."""
     store_totals = metrics.per_store(validation).toPandas()
     chosen = report_page.pick_stores(store_totals)
@@ -106,6 +107,6 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
              ("Forecast horizon", report_page.horizon_plot(horizon)),
              (f"Forecast horizon: {short[low]}-{short[high]} fan, selected stores",
               report_page.fan_chart(fan_actuals, fan, short[low], short.get(mid, mid), short[high]))]
-    page = report_page.forecast_page("Rossmann sales forecast", run_metrics, plots, worst.head(WORST_STORES), info,
-                                gate_decision=gate_decision or None, **context)
+    page = report_page.forecast_page(title or "Rossmann sales forecast", run_metrics, plots,
+                                     worst.head(WORST_STORES), info, gate_decision=gate_decision or None, **context)
     storage.write_bytes(report_uri, page.encode("utf-8"))

@@ -29,15 +29,17 @@ from rossmann_jobs import storage
 from rossmann_jobs.forecast import metrics, quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.calibration import calibrate_quantiles
-from rossmann_jobs.forecast.inference import BroadcastModel
+from rossmann_jobs.forecast.inference import BroadcastModel, SeasonalNaive
 from rossmann_jobs.forecast.inputs import ForecastInputError
 from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.predict_inputs import (
+    check_feature_inputs,
     check_model_inputs,
     check_predictions,
     check_raw_unchanged,
     read_inputs,
     read_raw_test_ids,
+    validation_window_start,
 )
 from rossmann_jobs.forecast.predictions import (
     SPLIT_COL,
@@ -58,10 +60,15 @@ from rossmann_jobs.spark_session import read_parquet
 
 log = logging.getLogger("rossmann.predict")
 
+NAIVE_FALLBACK_NOTE = ("the naive seasonal fallback (median sales per store, weekday and promo over the 365 days up "
+                       "to the as-of date): no model may forecast this date")
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="train job output URI (committed) or a model attempt URI")
+    parser.add_argument("--model", required=True,
+                        help="train job output URI (committed) or a model attempt URI; empty: no model may forecast "
+                             "the date, and the naive seasonal baseline forecasts it (the quality gate's fallback)")
     parser.add_argument("--model-sha256", default="",
                         help="the model files' recorded SHA-256 digests (the champion record's model_sha256, as "
                              "JSON); empty: those its train job committed")
@@ -86,15 +93,22 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
     """The whole job on an existing session; returns the commit manifest."""
     timings: dict[str, float] = {}
     levels = quantiles.check_levels(quantile_levels)
-    source = open_model(model_uri, model_sha256)   # location, format and digests checked before anything is used
-    model_attempt, features_attempt = source.attempt, storage.committed_uri(features_uri)
-    artifact_uri, metadata_uri = storage.join(model_attempt, ARTIFACT_PATH), storage.join(features_attempt,
-                                                                                          METADATA_FILE)
-    artifact, metadata = source.artifact, storage.read_json(metadata_uri)
-    training_metrics = source.training_metrics()
+    features_attempt = storage.committed_uri(features_uri)
+    metadata_uri = storage.join(features_attempt, METADATA_FILE)
+    metadata = storage.read_json(metadata_uri)
+    if model_uri:
+        source = open_model(model_uri, model_sha256)   # location, format and digests checked before anything is used
+        model_attempt, artifact, training_metrics = source.attempt, source.artifact, source.training_metrics()
+        sizes, as_of, mappings = check_model_inputs(artifact, storage.join(model_attempt, ARTIFACT_PATH), metadata,
+                                                    metadata_uri)
+    else:
+        # No model may forecast the date (the quality gate's fallback): the naive seasonal baseline forecasts it,
+        # with quantiles calibrated on its own validation residuals, as a model's are.
+        source, model_attempt, artifact, training_metrics, mappings = None, SeasonalNaive.uri, {}, None, {}
+        sizes, as_of = check_feature_inputs(metadata, metadata_uri)
+        log.warning("no model: forecasting as of %s with the naive seasonal baseline (the fallback)", as_of)
+    naive = source is None
     log.info("model %s, features %s, out %s", model_attempt, features_attempt, out_uri)
-
-    sizes, as_of, mappings = check_model_inputs(artifact, artifact_uri, metadata, metadata_uri)
     partitions = spark.sparkContext.defaultParallelism
     attempt = storage.new_attempt_uri(out_uri)
     predictions_uri = storage.join(attempt, PREDICTIONS_DIR)
@@ -102,14 +116,16 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
     with timed("read and check inputs, fit the baseline", timings):
         raw_ids, raw_test_uri = read_raw_test_ids(spark, raw_uri)
         check_raw_unchanged(raw_test_uri, metadata, metadata_uri)   # after Spark read it: what was read is checked
-        test, validation, from_origin, counts = read_inputs(spark, features_attempt, sizes, mappings, as_of, raw_ids,
-                                                            raw_test_uri, levels)
+        test, validation, from_origin, counts = read_inputs(
+            spark, features_attempt, sizes, mappings, as_of, raw_ids, raw_test_uri, levels,
+            validation_start=validation_window_start(metadata, metadata_uri) if naive else None)
     with timed("forecast and write predictions", timings):
-        model = BroadcastModel(spark, source)
+        model = SeasonalNaive() if naive else BroadcastModel(spark, source)
         try:
-            # Validation first (small, materialized once): its residuals calibrate the test rows' quantiles.
+            # Validation first (small, materialized once): its residuals calibrate the test rows' quantiles. The
+            # naive baseline reads no trend, so its residuals need no second forecast from the rows' origins.
             validation_rows = validation_predictions(validation, model, partitions, levels).localCheckpoint()
-            origin_rows = origin_forecasts(from_origin, model, partitions).localCheckpoint()
+            origin_rows = None if naive else origin_forecasts(from_origin, model, partitions).localCheckpoint()
             residual_table, quantile_summary = calibrate_quantiles(validation_rows, levels, origin_rows)
             (test_predictions(test, model, partitions, as_of, residual_table, levels)
              .unionByName(validation_rows)
@@ -131,11 +147,15 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
         log.info("validation exp-RMSPE %s over %d rows", validation_rmspe, counts["validation"])
         run_metrics = report_metrics(validation_rmspe, counts, metadata, submission, quantile_summary,
                                      features_attempt, model_attempt)
-        context = read_report_context(trained_model_uri, scores_uri, as_of, training_metrics, model_attempt)
-        write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_PAGE), run_metrics,
-                     model_info(artifact, training_metrics), validation_rmspe, context, gate_decision, levels)
+        context = read_report_context(trained_model_uri, scores_uri, as_of, training_metrics,
+                                      None if naive else model_attempt)
+        info = [("model", NAIVE_FALLBACK_NOTE)] if naive else model_info(artifact, training_metrics)
+        write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_PAGE), run_metrics, info,
+                     validation_rmspe, context, gate_decision, levels,
+                     title=f"Rossmann sales forecast: {NAIVE_FALLBACK_NOTE}" if naive else None)
 
     summary = {"rows": counts, "validation_exp_rmspe": validation_rmspe, "model": model_attempt,
+               "forecast_model": SeasonalNaive.uri if naive else "network",
                "features": features_attempt, "raw": raw_uri, "drop_verified": bool(metadata.get("drop_verified")),
                "as_of": as_of.isoformat(),
                "horizon": metadata.get("test_window"), "baseline_column": BASELINE_COL,

@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import os
 import sys
+from datetime import date
 from typing import Any
 
 from rossmann_jobs import storage
@@ -29,7 +30,7 @@ from rossmann_jobs.model_files import write_model as write_model_files
 from rossmann_jobs.model_store import ModelSource
 from rossmann_jobs.model_trust import DIGESTS_KEY, ModelRefusedError
 from rossmann_jobs.output_layout import TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
-from rossmann_jobs.training import checkpoint, network, train_outputs
+from rossmann_jobs.training import checkpoint, network, season_backtest, train_outputs
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
 from rossmann_jobs.training.gate_scores import gate_scores
 from rossmann_jobs.training.horovod_launch import prepare_horovod_spark, rank_python
@@ -39,6 +40,8 @@ from rossmann_jobs.training.warm_start import WarmStart, plan_warm_start
 from rossmann_jobs.training.worker import WorkerConfig, train_fn
 
 log = logging.getLogger("rossmann.train")
+
+BACKTEST_FEATURES_DIR = "season_backtest_features"   # beside checkpoints/, outside the attempts: a retry rewrites it
 
 # A dead or stuck rank must fail the job, not hang it; each can be overridden from the environment.
 WORKER_TIMEOUT_ENV = {
@@ -83,6 +86,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="epochs of a warm-started run (default: --epochs)")
     parser.add_argument("--seed", type=int, default=defaults.seed,
                         help="initial weights and shuffling (rank r uses seed + r); compare defaults over several")
+    parser.add_argument("--season-backtest", action="store_true",
+                        help="train the calendar-matched backtest instead of the day's model: the same recipe a "
+                             "year earlier (training/season_backtest.py), scored with the naive baseline on the "
+                             "year-earlier horizon; cold, no champion")
+    parser.add_argument("--backtest-min-train-days", type=int, default=season_backtest.DEFAULT_MIN_TRAIN_DAYS,
+                        help="with --season-backtest: the shortest history before the year-earlier origin to run "
+                             "it on (shorter: committed as not available)")
     args = parser.parse_args(argv)
     for name in ("epochs", "batch_size", "embedding_dim", "warm_start_epochs", "min_steps_per_epoch"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -198,12 +208,13 @@ def warm_start_plan(args: argparse.Namespace, features: FeatureSet,
 
 
 def write_metrics(attempt: str, summary: dict[str, Any], params: TrainParams, num_proc: int,
-                  timings: dict[str, float], scores: dict[str, Any], warm_start: dict[str, Any]) -> None:
+                  timings: dict[str, float], scores: dict[str, Any], warm_start: dict[str, Any],
+                  extra: dict[str, Any] | None = None) -> None:
     # A resumed run keeps how its first try started.
     warm_start = {**warm_start, "used": bool(summary.get("warm_started"))}
     storage.write_json(storage.join(attempt, TRAIN_METRICS_FILE),
                        {**train_outputs.metrics_document(summary, params, num_proc, timings), "gate_scores": scores,
-                        "warm_start": warm_start})
+                        "warm_start": warm_start, **(extra or {})})
     storage.write_bytes(storage.join(attempt, TRAINING_CURVES_FILE),
                         train_outputs.training_curves_png(summary["history"], summary["best_epoch"]))
 
@@ -211,8 +222,26 @@ def write_metrics(attempt: str, summary: dict[str, Any], params: TrainParams, nu
 def run(spark, args: argparse.Namespace) -> dict[str, Any]:
     """Scan the features, train with Horovod, score the gate's numbers and commit the model with its metrics."""
     timings: dict[str, float] = {}
-    with timed("scan features", timings):
+    with timed("read features", timings):
         features = load_feature_set(args.features)
+    backtest, scoring = None, features
+    if args.season_backtest:
+        if args.champion_model or args.warm_start_model:
+            raise FeatureDataError("--season-backtest trains cold and scores no champion: a champion was trained "
+                                   "on data after the year-earlier origin")
+        with timed("season backtest splits", timings):
+            views = season_backtest.prepare_views(spark, features, storage.join(args.out, BACKTEST_FEATURES_DIR),
+                                                  date.fromisoformat(features.metadata["as_of"]),
+                                                  args.backtest_min_train_days)
+        if not isinstance(views, season_backtest.BacktestViews):
+            log.warning("season backtest not available: %s", views["reason"])
+            attempt = storage.new_attempt_uri(args.out)
+            storage.write_json(storage.join(attempt, TRAIN_METRICS_FILE), {"season_backtest": views})
+            return storage.commit(args.out, attempt, {"season_backtest": views})
+        features, scoring, backtest = views.training, views.scoring, views.facts
+        log.info("season backtest: origin %s, training rows up to %s, scored on %s .. %s", backtest["origin"],
+                 backtest["train_end"], backtest["window_start"], backtest["window_end"])
+    with timed("scan features", timings):
         train_units = scan_files(features.train_files, features.vocab_sizes)
         validation_units = scan_files(features.validation_files, features.vocab_sizes)
     if not any(unit.rows for unit in validation_units):
@@ -253,15 +282,20 @@ def run(spark, args: argparse.Namespace) -> dict[str, Any]:
     with timed("write model", timings):
         challenger = write_model(attempt, features, summary, params)
     with timed("gate scores", timings):
-        scores = gate_scores(spark, features, challenger, args.champion_model, args.champion_model_sha256)
-    write_metrics(attempt, summary, params, num_proc, timings, scores, warm_start_facts)
+        scores = gate_scores(spark, scoring, challenger, args.champion_model, args.champion_model_sha256)
+    extra = {}
+    if backtest is not None:
+        backtest.update(available=True, challenger=scores["challenger"], baseline=scores["baseline"],
+                        scored_rows=scores["validation_rows"], best_epoch=summary["best_epoch"])
+        extra["season_backtest"] = backtest
+    write_metrics(attempt, summary, params, num_proc, timings, scores, warm_start_facts, extra)
     manifest = storage.commit(args.out, attempt, {"best_epoch": summary["best_epoch"],
                                                   "best_val_exp_rmspe": summary["best_val_exp_rmspe"],
                                                   "horovod_size": summary["horovod_size"],
                                                   "epochs_run": len(summary["history"]), "gate_scores": scores,
                                                   "warm_started": bool(summary.get("warm_started")),
                                                   # what the gate checks its pinned copy against
-                                                  DIGESTS_KEY: challenger.digests})
+                                                  DIGESTS_KEY: challenger.digests, **extra})
     log.info("committed %s: best epoch %s, val exp_rmspe %.5f", attempt, summary["best_epoch"],
              summary["best_val_exp_rmspe"])
     return manifest

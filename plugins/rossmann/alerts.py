@@ -53,6 +53,11 @@ FORECAST_LATE_MESSAGE = {
 FORECAST_DRIFT_MESSAGE = {"alert": "rossmann forecast drift"}
 
 
+# publish_forecast: no model may forecast the date, so the naive seasonal baseline is the published forecast (the
+# run still succeeds: consumers get a forecast). Plain values: the run, the date, why, the report's URI.
+FORECAST_FALLBACK_MESSAGE = {"alert": "rossmann forecast fallback"}
+
+
 def alert_reason(text: Any) -> str:
     """A failure reason fit for the webhook: the text before the first quoted example rows, at most
     MAX_REASON_CHARS; what was cut is in the task log."""
@@ -115,3 +120,8 @@ def forecast_late_alert() -> AlertWebhook:
 def forecast_drift_alert(details: dict[str, Any]) -> AlertWebhook:
     """The drift alert carrying details (plain JSON values); its notify(context) posts it as it is."""
     return AlertWebhook(http_conn_id=ALERTS_CONN_ID, json={**FORECAST_DRIFT_MESSAGE, **details})
+
+
+def forecast_fallback_alert(details: dict[str, Any]) -> AlertWebhook:
+    """The fallback alert carrying details (plain JSON values); its notify(context) posts it as it is."""
+    return AlertWebhook(http_conn_id=ALERTS_CONN_ID, json={**FORECAST_FALLBACK_MESSAGE, **details})

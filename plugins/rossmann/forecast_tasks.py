@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from rossmann.alerts import forecast_fallback_alert
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
 from rossmann.outputs import (
     committed_attempt_uri,
@@ -43,17 +44,21 @@ class UnverifiedModelError(AirflowFailException):
     """The committed model's files are not the ones its train job wrote (or it recorded none): never promoted."""
 
 
-class NoModelError(AirflowFailException):
-    """No model may forecast the run's date: the challenger was not promoted and there is no champion as of it.
-    Deterministic for this run's model, so the task fails without its retries (AirflowFailException)."""
+# What forecasts the date when no model may (rossmann_jobs.forecast.inference.SeasonalNaive.uri; predict's --model "").
+NAIVE_FALLBACK = "naive-seasonal"
 
 
 def scored_model(hook, plan: dict[str, str]) -> dict[str, Any]:
-    """The committed model's metrics.json, reduced to the numbers the gate and the UI need."""
+    """The committed model's metrics.json, reduced to the numbers the gate and the UI need, and the season
+    backtest's facts (its commit summary; None when the run has none)."""
     attempt = committed_attempt_uri(hook, plan["model"])
     metrics_uri = under(attempt, TRAIN_METRICS_FILE)
     summary = train_summary(read_json(hook, metrics_uri), metrics_uri)
-    return {**summary, "model_uri": plan["model"], "model_attempt_uri": attempt, "metrics_uri": metrics_uri}
+    season = None
+    if plan.get("season_backtest"):
+        season = (read_manifest(hook, plan["season_backtest"]).get("summary") or {}).get("season_backtest")
+    return {**summary, "model_uri": plan["model"], "model_attempt_uri": attempt, "metrics_uri": metrics_uri,
+            "season_backtest": season}
 
 
 def champion_as_of(hook, plan: dict[str, str]) -> dict[str, Any] | None:
@@ -133,9 +138,13 @@ def pin_model(hook, candidate: str, pinned: str, manifest: dict[str, Any]) -> di
 
 
 def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tolerance: float,
-                       run_id: str, baseline_tolerance: float = 0.0) -> dict[str, Any]:
+                       run_id: str, baseline_tolerance: float = 0.0, season: dict[str, Any] | None = None,
+                       season_tolerance: float = 0.0) -> dict[str, Any]:
     """Promote the scored model if it beats the naive baseline and is not worse than the champion as of the run's
-    date (all on the train job's validation rows); returns the decision and the model that forecasts the date.
+    date (all on the train job's validation rows), and the recipe beats the baseline on the calendar-matched
+    backtest (`season`: the season backtest's facts); returns the decision and what forecasts the date: the
+    promoted model, the champion as of the date, or, when the backtest refuses the network or there is no model to
+    forecast with, the naive seasonal baseline (forecast_model NAIVE_FALLBACK, champion_model_uri "").
 
     A promoted model is pinned: its committed attempt is copied under `models/champions/` and the history record
     `models/champions/history/<as_of>.json` names the copy, so re-running the champion's run (which re-commits its
@@ -168,7 +177,8 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
         else:
             champion = scored_champion(hook, plan, scores, current)
         decision = decide_promotion(scores, champion, tolerance, baseline_tolerance=baseline_tolerance,
-                                    run_id=run_id, model_attempt_uri=candidate)
+                                    run_id=run_id, model_attempt_uri=candidate, season=season,
+                                    season_tolerance=season_tolerance)
         seen.update(current=current, champion=champion, decision=decision, same_date=same_date)
         if not decision["promoted"]:
             return None
@@ -202,11 +212,18 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
         # Train scored no champion, but a concurrent run (a backfill of an earlier date) promoted one as of this
         # date since: it was trained on data up to its own date <= this one, so it may forecast this date.
         champion = current
+    fallback = None
+    if not decision["season_backtest"]["passed"]:
+        fallback = (f"no network forecasts as of {plan['as_of']}: {decision['season_backtest']['reason']}")
     elif champion is None:
-        raise NoModelError(f"No model trained on data up to {plan['as_of']} beats the naive baseline: this run's "
-                           f"model was not promoted ({decision['reason']}) and there is no champion as of "
-                           f"{plan['as_of']}, so there is no model to forecast with. Train longer or with other "
-                           "params and re-run (not retried: a retry would score the same model).")
+        fallback = (f"no model trained on data up to {plan['as_of']} beats the naive baseline: this run's model was "
+                    f"not promoted ({decision['reason']}) and there is no champion as of {plan['as_of']}")
+    if fallback is not None:
+        log.warning("quality gate: %s -> the naive seasonal baseline forecasts as-of %s (the fallback)", fallback,
+                    plan["as_of"])
+        return {**decision, "candidate_model_uri": candidate, "champion_model_uri": "", "champion_model_sha256": "",
+                "champion_run_id": None, "champion_as_of": None, "forecast_model": NAIVE_FALLBACK,
+                "fallback_reason": fallback}
     log.info("quality gate: %s -> %s; %s forecasts as-of %s with %s (champion as of %s)", decision["reason"],
              "PROMOTED" if decision["promoted"] else "KEPT",
              "the promoted challenger" if decision["promoted"] else "the champion", plan["as_of"],
@@ -214,7 +231,7 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
     return {**decision, "candidate_model_uri": candidate, "champion_model_uri": champion["model_uri"],
             "champion_model_sha256": record_digests(champion),
             "champion_run_id": champion["run_id"], "champion_as_of": champion["as_of"],
-            "forecast_model": "challenger" if decision["promoted"] else "champion"}
+            "forecast_model": "challenger" if decision["promoted"] else "champion", "fallback_reason": None}
 
 
 def advance_pointer(hook, uri: str, record: dict[str, Any]) -> bool:
@@ -231,15 +248,25 @@ def advance_pointer(hook, uri: str, record: dict[str, Any]) -> bool:
     return holds["now"]
 
 
-def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: str) -> tuple[dict[str, Any], bool]:
+def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: str,
+                     context: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
     """Check the committed forecast and point `forecast/latest.json` at it unless that holds a newer as-of date's
-    forecast; returns the forecast record (the pointer's content) and whether the pointer now holds it."""
+    forecast; returns the forecast record (the pointer's content) and whether the pointer now holds it. A naive
+    fallback forecast is published like any other, marked (forecast_model, fallback_reason) in the pointer and the
+    registry, and posts one "forecast fallback" alert (context: the task's, for the alert's notifier)."""
     manifest = read_manifest(hook, plan["predictions"])   # one read: the attempt and the job's summary
     attempt, summary = attempt_uri(plan["predictions"], manifest), manifest.get("summary", {})
+    forecast_model = gate.get("forecast_model") or "champion"
+    if (forecast_model == NAIVE_FALLBACK) != (summary.get("forecast_model") == NAIVE_FALLBACK):
+        raise RuntimeError(f"the gate chose {forecast_model} to forecast, but {plan['predictions']} commits a "
+                           f"forecast of {summary.get('forecast_model') or 'a model'}: clear predict and the tasks "
+                           "after it.")
     forecast = {
         "as_of": plan["as_of"],
         "run_id": run_id,
-        "model_uri": gate["champion_model_uri"],
+        "model_uri": gate["champion_model_uri"] or NAIVE_FALLBACK,
+        "forecast_model": forecast_model,
+        "fallback_reason": gate.get("fallback_reason"),
         "submission_uri": under(attempt, SUBMISSION_FILE),
         "quantiles_uri": under(attempt, QUANTILES_FILE),     # P10/P50/P90 per Id (forecast_quantiles.csv)
         "report_uri": report_uri(attempt),
@@ -260,6 +287,8 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     # replaces the run's own record).
     write_json(hook, plan["forecast_record"], forecast_registry_record(forecast, summary))
     forecast["record_uri"] = plan["forecast_record"]
+    if forecast_model == NAIVE_FALLBACK:
+        post_fallback_alert(forecast, context or {})
     if not advance_pointer(hook, plan["forecast_pointer"], forecast):
         current = read_pointer(hook, plan["forecast_pointer"]) or {}
         log.warning("forecast for as-of %s committed at %s; %s keeps the newer as-of %s forecast (run %s)",
@@ -267,3 +296,13 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
                     current.get("run_id"))
         return forecast, False
     return forecast, True
+
+
+def post_fallback_alert(forecast: dict[str, Any], context: dict[str, Any]) -> None:
+    """One "forecast fallback" alert: the naive seasonal baseline is the day's published forecast, and why. An alert
+    endpoint outage does not hold back the forecast (logged)."""
+    details = {key: forecast[key] for key in ("as_of", "run_id", "fallback_reason", "report_uri")}
+    try:
+        forecast_fallback_alert(details).notify(context)
+    except Exception:
+        log.exception("the forecast fallback alert could not be posted")

@@ -34,9 +34,36 @@ def _fmt(score: Any) -> str:
     return f"{float(score):.5f}" if _finite(score) else str(score)
 
 
+def season_verdict(season: dict[str, Any] | None, tolerance: float = 0.0) -> dict[str, Any]:
+    """Whether the network may forecast the date's season: its recipe, replayed a year earlier (the train job's
+    --season-backtest: trained on the rows up to D - 364 - 48, scored on D - 364 .. D - 316 with the naive seasonal
+    baseline fitted up to D - 364), beats the baseline there; with a positive tolerance, is below baseline x (1 +
+    tolerance). A backtest that could not run (too short a history) or recorded no finite scores passes, saying
+    so: the recent window is then the only evidence, as before the backtest existed."""
+    if not season or not season.get("available"):
+        why = (season or {}).get("reason") or "no calendar-matched backtest was run"
+        return {"passed": True, "available": False, "reason": f"no calendar-matched backtest ({why})"}
+    challenger, baseline = season.get("challenger"), season.get("baseline")
+    window = f"{season.get('window_start')} .. {season.get('window_end')}"
+    facts = {"available": True, "challenger": challenger, "baseline": baseline, "tolerance": tolerance,
+             "origin": season.get("origin"), "window_start": season.get("window_start"),
+             "window_end": season.get("window_end"), "rows": season.get("scored_rows")}
+    if not (_finite(challenger) and _finite(baseline)):
+        return {**facts, "passed": True,
+                "reason": f"the calendar-matched backtest on {window} scored challenger {challenger} and naive "
+                          f"{baseline}: no comparison"}
+    passed = float(challenger) < float(baseline) * (1.0 + tolerance)
+    allowance = f" x (1 + {tolerance:g})" if tolerance else ""
+    verdict = "beats" if passed else "loses to"
+    return {**facts, "passed": passed,
+            "reason": f"calendar-matched backtest (the recipe a year earlier, {window}): {_fmt(challenger)} vs naive "
+                      f"{_fmt(baseline)}{allowance}: the network {verdict} the naive baseline in this season"}
+
+
 def decide_promotion(scores: dict[str, Any], champion: dict[str, Any] | None, tolerance: float, *,
                      baseline_tolerance: float = 0.0, run_id: str | None = None,
-                     model_attempt_uri: str | None = None) -> dict[str, Any]:
+                     model_attempt_uri: str | None = None, season: dict[str, Any] | None = None,
+                     season_tolerance: float = 0.0) -> dict[str, Any]:
     """Promote iff the challenger is finite, strictly better than the naive baseline (or, with a positive
     baseline_tolerance, below baseline x (1 + baseline_tolerance)), and there is no champion or
     challenger <= champion x (1 + tolerance); every score is exp_rmspe on the train job's same validation rows.
@@ -46,7 +73,9 @@ def decide_promotion(scores: dict[str, Any], champion: dict[str, Any] | None, to
     measured on other rows (the champion record's own val_exp_rmspe) is never used. Re-runs never churn the
     champion: the committed model attempt that already is champion is kept as is, and a re-run of the champion's
     own run (same data, same params) must be strictly better to replace it. Raises ScoredChampionError when a
-    comparison with the champion is needed but the train job scored another model (or none).
+    comparison with the champion is needed but the train job scored another model (or none). `season`: the
+    calendar-matched backtest's facts (season_verdict); a network that loses to the baseline there is not promoted,
+    and the decision's season_backtest["passed"] says no network forecasts the date.
     """
     challenger, baseline, champion_score = scores.get("challenger"), scores.get("baseline"), scores.get("champion")
     rows = f"on the same {scores.get('validation_rows')} validation rows"
@@ -89,8 +118,13 @@ def decide_promotion(scores: dict[str, Any], champion: dict[str, Any] | None, to
                 promoted = promoted and strictly_better
                 reason += (f"; a re-run of the champion's run {run_id} must also be strictly better: "
                            f"it is{'' if strictly_better else ' not'}")
+    verdict = season_verdict(season, season_tolerance)
+    if not verdict["passed"]:
+        reason = f"{reason}; but {verdict['reason']}" if promoted else f"{reason}; {verdict['reason']}"
+        promoted = False
     return {
         "promoted": promoted,
+        "season_backtest": verdict,
         "candidate_val_exp_rmspe": None if challenger is None else float(challenger),
         "champion_val_exp_rmspe": None if champion is None or champion_score is None else float(champion_score),
         "baseline_val_exp_rmspe": None if baseline is None else float(baseline),

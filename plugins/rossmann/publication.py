@@ -23,4 +23,5 @@ def forecast_registry_record(forecast: dict[str, Any], predict_summary: dict[str
                          "summary carries the features' test_window since the scoring branch exists")
     return {"as_of": forecast["as_of"], "run_id": forecast["run_id"], "run_key": run_key(forecast["run_id"]),
             "predictions_uri": forecast["predictions_uri"], "submission_uri": forecast["submission_uri"],
-            "report_uri": forecast["report_uri"], "horizon_start": horizon["start"], "horizon_end": horizon["end"]}
+            "report_uri": forecast["report_uri"], "horizon_start": horizon["start"], "horizon_end": horizon["end"],
+            "forecast_model": forecast.get("forecast_model"), "fallback_reason": forecast.get("fallback_reason")}

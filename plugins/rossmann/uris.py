@@ -49,6 +49,7 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
         "raw_marker": f"{root}/raw/{day}/{DROP_MARKER}",
         "features": f"{run_root}/features",
         "model": f"{run_root}/model",
+        "season_backtest": f"{run_root}/season_backtest",
         "predictions": f"{run_root}/predictions",
         "champion": f"{root}/models/champion.json",
         "champion_history": f"{root}/models/champions/history",

@@ -7,9 +7,11 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from rossmann_jobs.features.spec import FEATURE_COLS
+from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.forward_pass import ForwardPass
 from rossmann_jobs.forecast.model_cache import load_model
 from rossmann_jobs.model_store import ModelSource
@@ -50,8 +52,20 @@ def forecast_batches(model_uri: str, model_content: Callable[[], tuple[dict, byt
     return run
 
 
-def with_log_forecast(df: DataFrame, model: BroadcastModel, keep: list[str]) -> DataFrame:
+class SeasonalNaive:
+    """The naive seasonal baseline (forecast/baseline.py) in a model's place: the day's fallback forecast when no
+    model may forecast the date. Its forecast is the rows' BASELINE_COL, which the caller has fitted on rows dated
+    before the ones forecast."""
+    uri = "naive-seasonal"
+
+    def destroy(self) -> None:
+        pass
+
+
+def with_log_forecast(df: DataFrame, model: BroadcastModel | SeasonalNaive, keep: list[str]) -> DataFrame:
     """df's `keep` columns plus LOG_FORECAST_COL (float32 log Sales) predicted by the model."""
+    if isinstance(model, SeasonalNaive):
+        return df.select(*keep, F.log(F.col(BASELINE_COL)).cast("float").alias(LOG_FORECAST_COL))
     schema = T.StructType([df.schema[name] for name in keep]
                           + [T.StructField(LOG_FORECAST_COL, T.FloatType(), nullable=False)])
     columns = list(dict.fromkeys(keep + FEATURE_COLS))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import date
+from datetime import date, timedelta
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
@@ -56,6 +56,26 @@ HISTORY_TYPES = {"StoreId": INTEGER_TYPES, "Date": DATE_TYPES, "DayOfWeek": INTE
                  LABEL_COL: FLOAT_TYPES}
 
 
+def check_feature_inputs(metadata: dict, metadata_uri: str) -> tuple[dict[str, int], date]:
+    """(vocabulary sizes, as-of date) of the prepared features, as the forecast reads them."""
+    sizes = vocab_sizes(metadata, metadata_uri)
+    try:
+        as_of = date.fromisoformat(metadata["as_of"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ForecastInputError(f"{metadata_uri}: 'as_of' must be a YYYY-MM-DD date ({error!r}); the baseline is "
+                                 "fitted on the rows up to it") from None
+    return sizes, as_of
+
+
+def validation_window_start(metadata: dict, metadata_uri: str) -> date:
+    """The validation window's first day, as prepare recorded it."""
+    try:
+        return date.fromisoformat(metadata["validation_window"]["start"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ForecastInputError(f"{metadata_uri}: 'validation_window.start' must be a YYYY-MM-DD date ({error!r}); "
+                                 "the naive fallback is fitted on the rows before it to forecast the window") from None
+
+
 def check_model_inputs(artifact: dict, artifact_uri: str, metadata: dict, metadata_uri: str
                        ) -> tuple[dict[str, int], date, dict]:
     """(vocabulary sizes, as-of date, re-indexing to the model's vocabularies) of the features for the model; both
@@ -65,12 +85,7 @@ def check_model_inputs(artifact: dict, artifact_uri: str, metadata: dict, metada
         if missing:
             raise ForecastInputError(f"{uri}: 'vocabularies' (column -> known values in index order) lacks {missing};"
                                      " needed to check that the model and the features encode values alike")
-    sizes = vocab_sizes(metadata, metadata_uri)
-    try:
-        as_of = date.fromisoformat(metadata["as_of"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise ForecastInputError(f"{metadata_uri}: 'as_of' must be a YYYY-MM-DD date ({error!r}); the baseline is "
-                                 "fitted on the rows up to it") from None
+    sizes, as_of = check_feature_inputs(metadata, metadata_uri)
     mappings = mappings_to_model(metadata["vocabularies"], artifact["vocabularies"])
     if mappings:
         log.warning("features and model vocabularies differ; re-indexing %s (values unknown to the model: %s)",
@@ -140,11 +155,13 @@ def read_trend_history(spark: SparkSession, features_attempt: str) -> DataFrame:
 
 
 def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int], mappings: dict, as_of: date,
-                raw_ids: pd.DataFrame, raw_test_uri: str, levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS
+                raw_ids: pd.DataFrame, raw_test_uri: str, levels: tuple[float, ...] = quantiles.QUANTILE_LEVELS,
+                validation_start: date | None = None
                 ) -> tuple[DataFrame, DataFrame, DataFrame, dict[str, int]]:
     """(test with OpenStatus, the baseline and its quantiles at levels, validation, validation with the trend its
     origin knew, row counts), all re-indexed to the model's vocabularies; the test split must hold every Id of the
-    raw test.csv."""
+    raw test.csv. With validation_start (the naive fallback, which forecasts the validation window as it forecasts
+    the horizon), the validation rows carry the baseline too, fitted on the rows dated before that day."""
     test_uri = storage.join(features_attempt, TEST_DIR)
     test_keys = {"Id": INTEGER_TYPES, "StoreId": INTEGER_TYPES, "Date": DATE_TYPES, "Open": INTEGER_TYPES}
     test, _ = read_split(spark, test_uri, test_keys, ["Id", "StoreId", "Date"], sizes)
@@ -162,6 +179,8 @@ def read_inputs(spark: SparkSession, features_attempt: str, sizes: dict[str, int
                                   levels=levels, columns=baseline_columns)
                 .select("Id", BASELINE_COL, *baseline_columns).localCheckpoint())
     test = with_open_status(remap_indices(test, mappings)).join(F.broadcast(baseline), "Id", "left")
+    if validation_start is not None:
+        validation = baseline_forecast(validation, history, validation_start - timedelta(days=1))
     status = {row[OPEN_STATUS_COL]: row["count"] for row in test.groupBy(OPEN_STATUS_COL).count().collect()}
     if status.get(INVALID):
         invalid = test.filter(F.col(OPEN_STATUS_COL) == INVALID)

@@ -9,11 +9,10 @@ from datetime import date
 from types import SimpleNamespace
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 from botocore.exceptions import ClientError
 
-from rossmann.forecast_tasks import NoModelError, apply_quality_gate, find_champion
-from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
+from rossmann.forecast_tasks import NAIVE_FALLBACK, apply_quality_gate, find_champion
+from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion, season_verdict
 from rossmann.uris import plan_run_uris
 from rossmann_jobs.commit_protocol import manifest_document, manifest_uri
 from rossmann_jobs.model_trust import sha256_hex
@@ -230,13 +229,21 @@ def trained(hook: FakeS3Hook, as_of: str, run_id: str, gate_scores: dict, bucket
     return plan, metrics
 
 
-def gate(hook, as_of, run_id, challenger, baseline=0.5, champion_score=None, tolerance=0.0):
+def gate(hook, as_of, run_id, challenger, baseline=0.5, champion_score=None, tolerance=0.0, season=None):
     plan = plan_run_uris("b", date.fromisoformat(as_of), run_id)
     found = find_champion(hook, plan)
     same_rows = scores(challenger, baseline, champion_score if found["champion_model_uri"] else None,
                        found["champion_model_uri"] or None)
     plan, metrics = trained(hook, as_of, run_id, same_rows)
-    return found, apply_quality_gate(hook, plan, metrics, tolerance, run_id)
+    return found, apply_quality_gate(hook, plan, metrics, tolerance, run_id, season=season)
+
+
+def backtest(challenger, baseline, available=True):
+    """The season backtest's facts as the train job's --season-backtest commits them."""
+    if not available:
+        return {"available": False, "reason": "too short a history"}
+    return {"available": True, "challenger": challenger, "baseline": baseline, "origin": "2014-08-01",
+            "window_start": "2014-08-02", "window_end": "2014-09-18", "scored_rows": 900}
 
 
 def test_history_by_as_of_date_and_the_newest_pointer():
@@ -280,14 +287,55 @@ def test_history_by_as_of_date_and_the_newest_pointer():
         f"models/champions/history/{day}.json" for day in ("2015-06-30", "2015-07-31")]
 
 
-def test_no_champion_and_no_win_over_the_baseline_fails_the_run():
+def test_no_champion_and_no_win_over_the_baseline_forecasts_with_the_naive_fallback():
     hook = FakeS3Hook()
-    no_model = "No model trained on data up to 2015-07-31 beats the naive baseline"
-    with pytest.raises(NoModelError, match=no_model) as failed:
-        gate(hook, "2015-07-31", "r1", 0.6, baseline=0.5)
-    # Deterministic: Airflow fails the task without its retries (a retry would score the same model).
-    assert isinstance(failed.value, AirflowFailException)
+    _found, decision = gate(hook, "2015-07-31", "r1", 0.6, baseline=0.5)
+    assert decision["promoted"] is False and decision["forecast_model"] == NAIVE_FALLBACK
+    # predict's --model "" is the naive seasonal baseline; nothing is promoted or pinned.
+    assert decision["champion_model_uri"] == "" and decision["champion_model_sha256"] == ""
+    assert "no model trained on data up to 2015-07-31 beats the naive baseline" in decision["fallback_reason"]
     assert not [key for _b, key in hook.objects if key.startswith("models/")]
+
+
+# --- the season backtest --------------------------------------------------------------------------------------
+
+def test_the_season_verdict_refuses_a_network_that_loses_to_naive_a_year_earlier():
+    assert season_verdict(backtest(0.12, 0.13))["passed"] is True
+    lost = season_verdict(backtest(0.14, 0.13))
+    assert lost["passed"] is False and "loses to the naive baseline" in lost["reason"]
+    assert "2014-08-02 .. 2014-09-18" in lost["reason"] and "0.14000" in lost["reason"]
+    assert season_verdict(backtest(0.13, 0.13))["passed"] is False          # a tie does not beat it
+    assert season_verdict(backtest(0.135, 0.13), tolerance=0.05)["passed"] is True
+    # No backtest (too short a history, none run, no finite scores): the recent window alone decides, saying so.
+    for missing in (backtest(None, None, available=False), None, backtest(math.nan, 0.13), backtest(0.1, None)):
+        verdict = season_verdict(missing)
+        assert verdict["passed"] is True and "backtest" in verdict["reason"]
+
+
+def test_good_on_the_recent_window_but_losing_in_the_backtest_season_is_not_promoted_and_falls_back():
+    """The challenger beats the baseline by far on the recent window (the 48 days up to D) and there is no
+    champion, but the recipe replayed a year earlier loses to naive in the horizon's season: not promoted, and the
+    naive seasonal baseline forecasts the date."""
+    hook = FakeS3Hook()
+    _found, decision = gate(hook, "2015-07-31", "r1", 0.10, baseline=0.20, season=backtest(0.16, 0.14))
+    assert decision["promoted"] is False and decision["forecast_model"] == NAIVE_FALLBACK
+    assert decision["candidate_val_exp_rmspe"] == 0.10 and decision["season_backtest"]["passed"] is False
+    assert "beats the baseline" in decision["reason"] and "loses to the naive baseline" in decision["reason"]
+    assert "no network forecasts as of 2015-07-31" in decision["fallback_reason"]
+    assert not [key for _b, key in hook.objects if key.startswith("models/")]
+    # The same scores with a backtest the network wins: promoted, and it forecasts.
+    _found, won = gate(FakeS3Hook(), "2015-07-31", "r1", 0.10, baseline=0.20, season=backtest(0.12, 0.14))
+    assert won["promoted"] is True and won["forecast_model"] == "challenger" and won["fallback_reason"] is None
+
+
+def test_a_lost_season_backtest_keeps_the_champion_from_forecasting_too():
+    hook = FakeS3Hook()
+    gate(hook, "2015-06-30", "r0", 0.20)                       # a champion as of an earlier date
+    found, decision = gate(hook, "2015-07-31", "r1", 0.15, champion_score=0.18, season=backtest(0.2, 0.1))
+    assert found["champion_as_of"] == "2015-06-30"
+    assert decision["promoted"] is False and decision["forecast_model"] == NAIVE_FALLBACK
+    assert decision["champion_model_uri"] == ""
+    assert ("b", "models/champions/history/2015-07-31.json") not in hook.objects
 
 
 def test_a_champion_promoted_after_train_scored_does_not_change_the_decision():

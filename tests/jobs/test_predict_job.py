@@ -242,6 +242,46 @@ def test_commit_lists_all_outputs(job):
 
 
 @pytest.mark.slow
+def test_without_a_model_the_naive_seasonal_fallback_is_the_forecast(inputs, spark, tmp_path):
+    """--model "" (the gate's fallback): every open row's forecast is the naive seasonal baseline fitted up to the
+    as-of date, the validation window is forecast by the same baseline fitted before it (its residuals calibrate
+    the quantiles, P50 = the forecast), and the summary and the report say that the fallback forecast."""
+    out_uri = str(tmp_path / "out")
+    manifest = predict.run_predict(spark, "", inputs.features.uri, out_uri, raw_uri=inputs.raw,
+                                   trained_model_uri=inputs.model_uri,
+                                   gate_decision="not promoted: loses to the naive baseline")
+    attempt = storage.committed_uri(out_uri)
+    summary = manifest["summary"]
+    assert summary["forecast_model"] == "naive-seasonal" and summary["model"] == "naive-seasonal"
+    test, validation = inputs.features.test, inputs.features.validation
+    as_of = predict_fixtures.TEST_START - timedelta(days=1)
+    history = pd.concat([inputs.features.train, validation], ignore_index=True)
+    expected = predict_fixtures.expected_baseline(history, test, as_of)
+    got = read_predictions(attempt, "test").merge(pd.DataFrame({"Id": test["Id"], "expected": expected}), on="Id",
+                                                  validate="one_to_one")
+    open_rows = got["OpenStatus"] != "closed"
+    np.testing.assert_allclose(got.loc[open_rows, "SalesForecast"], got.loc[open_rows, "expected"], rtol=1e-5)
+    np.testing.assert_allclose(got.loc[open_rows, "SalesP50"], got.loc[open_rows, "SalesForecast"], rtol=1e-6)
+    assert (got.loc[open_rows, "SalesP10"] < got.loc[open_rows, "SalesP90"]).all()
+    assert (got.loc[~open_rows, "SalesForecast"] == 0).all()
+    submission = pd.read_csv(io.BytesIO(storage.read_bytes(storage.join(attempt, "submission.csv"))))
+    merged = submission.merge(got[["Id", "SalesForecast"]], on="Id", validate="one_to_one")
+    np.testing.assert_allclose(merged["Sales"], merged["SalesForecast"], rtol=1e-5)
+    # The validation window forecast by the baseline fitted on the rows before it only (here: the train rows).
+    window_start = validation["Date"].min()
+    expected_val = predict_fixtures.expected_baseline(inputs.features.train, validation,
+                                                      window_start - timedelta(days=1))
+    got_val = read_predictions(attempt, "validation").merge(
+        validation[["StoreId", "Date"]].assign(expected=expected_val.to_numpy()), on=["StoreId", "Date"],
+        validate="one_to_one")
+    np.testing.assert_allclose(got_val["SalesForecast"], got_val["expected"], rtol=1e-5)
+    page = ReportPage()
+    page.feed(storage.read_bytes(storage.join(attempt, REPORT_PAGE)).decode("utf-8"))
+    text = "".join(page.text)
+    assert "naive seasonal fallback" in text and "not promoted: loses to the naive baseline" in text
+
+
+@pytest.mark.slow
 def test_model_with_other_vocabularies_gets_reindexed_features(inputs, spark, tmp_path):
     """A champion model trained on older features: same values, different indices (one store unknown to it)."""
     features = inputs.features
