@@ -124,11 +124,13 @@ PARAMS = {
                                  description="Promote if the new model beats the naive baseline and its val "
                                              "exp_rmspe <= champion's x (1 + tolerance), on the same rows. Negative "
                                              "values demand an improvement; -1 freezes the champion."),
-    "season_tolerance": Param(0.0, type="number", minimum=0.0, maximum=1.0, title="Season backtest tolerance",
+    "season_tolerance": Param(0.0, type="number", minimum=-1.0, maximum=1.0, title="Season backtest tolerance",
                               description="The network forecasts only if, replayed a year earlier (trained on the "
                                           "rows up to D - 364 - 48, scored on D - 364 .. D - 316), its exp_rmspe < "
                                           "the naive baseline's x (1 + tolerance) there; else the naive seasonal "
-                                          "baseline is the day's forecast. 0: it must beat the baseline."),
+                                          "baseline is the day's forecast. 0 (the default): it must beat the "
+                                          "baseline; raise it only for smoke runs too short to; -1 always "
+                                          "forecasts with the naive baseline."),
     "baseline_tolerance": Param(0.0, type="number", minimum=0.0, maximum=1.0, title="Baseline tolerance",
                                 description="Promote only if the new model's val exp_rmspe < the naive seasonal "
                                             "baseline's x (1 + tolerance), on the same rows. 0 (the default): it "

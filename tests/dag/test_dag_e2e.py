@@ -586,3 +586,58 @@ def test_rerun_scores_both_backfilled_forecasts_against_its_drop(dag_test_stack,
         check_scores(dag_test_stack, backfill_runs[day], rerun_view)
     summary = rerun["summary"]["xcom"]["publish_scores"]
     assert summary["forecasts_scored"] == len(BACKFILL_DATES) and summary["rows"] > 0
+
+
+# --- always a forecast: the naive seasonal fallback, through the DAG --------------------------------------------
+
+FALLBACK_DATE = "2015-07-27"   # before every other run's date: its forecast is scored by none of them
+
+
+@pytest.fixture(scope="module")
+def fallback_run(dag_test_stack, rerun):
+    """After the other runs: a date where no network may forecast (season_tolerance -1 refuses the network on the
+    season backtest whatever it scores), with the alerts connection pointed at a local sink."""
+    from stack_helpers import AlertSink
+
+    sink = AlertSink()
+    try:
+        run = run_dag(dag_test_stack, FALLBACK_DATE, {**SMALL_RUN_CONF, "epochs": 1, "season_tolerance": -1.0},
+                      extra_env=sink.connection_env)
+    finally:
+        sink.stop()
+    return {**run, "alerts": list(sink.received)}
+
+
+def test_a_run_no_model_may_forecast_publishes_the_naive_fallback_marked_and_alerted(dag_test_stack, fallback_run):
+    import pyarrow.parquet as pq
+
+    xcom = fallback_run["summary"]["xcom"]
+    gate, published, plan = xcom["quality_gate"], xcom["publish_forecast"], xcom["plan_run"]
+    assert gate["promoted"] is False and gate["forecast_model"] == "naive-seasonal"
+    assert gate["season_backtest"]["available"] is True and gate["season_backtest"]["passed"] is False
+    assert "no network forecasts as of 2015-07-27" in gate["fallback_reason"]
+    predict_args = fallback_run["summary"]["rendered_fields"]["predict"]["application_args"]
+    assert predict_args[predict_args.index("--model") + 1] == ""
+    predict = dag_test_stack.read_json(f"{plan['predictions']}/_SUCCESS")["summary"]
+    assert predict["forecast_model"] == "naive-seasonal"
+    # Published and registered like any forecast, marked; latest.json keeps the newest date's (a backfill).
+    assert published["forecast_model"] == "naive-seasonal" and published["fallback_reason"] == gate["fallback_reason"]
+    record = dag_test_stack.read_json(plan["forecast_record"])
+    assert record["forecast_model"] == "naive-seasonal" and record["fallback_reason"] == gate["fallback_reason"]
+    assert dag_test_stack.read_json(plan["forecast_pointer"])["as_of"] == FIRST_DATE
+    # The forecast is the naive seasonal baseline on every open row, and the submission is that forecast.
+    rows = [pq.read_table(io.BytesIO(dag_test_stack.read_bytes(uri))).to_pandas()
+            for uri in dag_test_stack.list_keys(published["predictions_uri"])
+            if uri.endswith(".parquet") and "split=test" in uri]
+    test = __import__("pandas").concat(rows, ignore_index=True)
+    open_rows = test[test["OpenStatus"] != "closed"]
+    assert len(open_rows) > 0
+    assert open_rows["SalesForecast"].tolist() == pytest.approx(open_rows["SalesBaseline"].tolist(), rel=1e-5)
+    sales = submission_sales(dag_test_stack, published["submission_uri"])
+    assert {int(i): s for i, s in zip(open_rows["Id"], open_rows["SalesForecast"])} == pytest.approx(
+        {int(i): sales[int(i)] for i in open_rows["Id"]}, rel=1e-5)
+    report = dag_test_stack.read_bytes(published["report_uri"]).decode()
+    assert "naive seasonal fallback" in report
+    fallback_alerts = [alert for alert in fallback_run["alerts"] if alert.get("alert") == "rossmann forecast fallback"]
+    assert len(fallback_alerts) == 1 and fallback_alerts[0]["as_of"] == FALLBACK_DATE
+    assert fallback_alerts[0]["fallback_reason"] == gate["fallback_reason"]

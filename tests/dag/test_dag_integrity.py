@@ -69,6 +69,7 @@ def test_task_graph(dag):
     assert {"plan_run", "prepare_features"} <= upstream["find_champion"]
     assert "find_champion" in upstream["train_model"]          # which runs after prepare_features
     assert "train_model" in upstream["read_train_metrics"]
+    assert "prepare_features" in upstream["backtest_season"] and "backtest_season" in upstream["read_train_metrics"]
     assert "read_train_metrics" in upstream["quality_gate"]
     assert "quality_gate" in upstream["predict"]
     assert "predict" in upstream["publish_forecast"]
@@ -107,7 +108,7 @@ def test_every_spark_task_and_only_those_share_the_spark_pool(dag):
     from rossmann.spark_submit import RossmannSparkSubmitOperator
 
     spark_tasks = {task.task_id for task in dag.tasks if isinstance(task, RossmannSparkSubmitOperator)}
-    assert spark_tasks == {"prepare_features", "train_model", "predict", "score_forecasts"}
+    assert spark_tasks == {"prepare_features", "train_model", "backtest_season", "predict", "score_forecasts"}
     assert {task.task_id for task in dag.tasks if task.pool == SPARK_POOL} == spark_tasks
     assert all(dag.get_task(task_id).pool_slots == 1 for task_id in spark_tasks)
 
@@ -119,6 +120,17 @@ def test_every_task_alerts_on_its_final_failure_through_the_alerts_connection(da
         notifiers = [callback for callback in task.on_failure_callback or [] if isinstance(callback, AlertWebhook)]
         assert [notifier.http_conn_id for notifier in notifiers] == [ALERTS_CONN_ID], task.task_id
         assert not task.on_retry_callback, "a retried try must not alert"
+
+
+def test_the_season_backtest_trains_the_days_recipe_cold_without_a_champion(dag):
+    """Same training params as train_model, --season-backtest, and never a champion or a warm start: a champion was
+    trained on data after the year-earlier origin."""
+    args, train = dag.get_task("backtest_season").application_args, dag.get_task("train_model").application_args
+    assert dag.get_task("backtest_season").application.endswith("/rossmann_jobs/train.py")
+    assert "--season-backtest" in args and args[args.index("--features") + 1] == train[train.index("--features") + 1]
+    for flag in ("--num-proc", "--epochs", "--batch-size", "--learning-rate", "--lr-schedule", "--hidden-units"):
+        assert args[args.index(flag) + 1] == train[train.index(flag) + 1], flag
+    assert not [arg for arg in args if str(arg).startswith(("--champion", "--warm-start"))]
 
 
 def test_train_scores_the_champion_that_find_champion_resolved(dag):

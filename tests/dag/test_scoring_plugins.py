@@ -118,7 +118,8 @@ def test_registry_record_carries_what_the_scoring_job_needs():
     out = forecast_registry_record(forecast, {"horizon": {"start": "2015-08-01", "end": "2015-09-17"}})
     assert out == {"as_of": "2015-07-31", "run_id": forecast["run_id"], "run_key": "manual__2015-07-31T00_00_00_00_00",
                    "predictions_uri": "s3://p", "submission_uri": "s3://s", "report_uri": "s3://r",
-                   "horizon_start": "2015-08-01", "horizon_end": "2015-09-17"}
+                   "horizon_start": "2015-08-01", "horizon_end": "2015-09-17", "forecast_model": None,
+                   "fallback_reason": None}
     with pytest.raises(ValueError, match="no horizon"):
         forecast_registry_record(forecast, {"rows": {}})
 

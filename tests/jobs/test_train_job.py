@@ -189,3 +189,75 @@ def test_artifact_alone_loads_and_reproduces_the_best_validation_score(s3_run, t
     assert predicted.shape == (s3_run["validation_rows"],) and np.all(np.isfinite(predicted))
     rmspe = math.sqrt(np.mean((1 - np.exp(predicted - log_sales)) ** 2))
     assert rmspe == pytest.approx(artifact["best_val_exp_rmspe"], rel=1e-3)
+
+
+# --- the season backtest: the recipe a year earlier -------------------------------------------------------------
+
+def prepared_rows(features: str) -> pd.DataFrame:
+    """Every prepared train and validation row (all dated <= the as-of date): StoreId, Date, DayOfWeek, Promo and
+    the label."""
+    import pyarrow.parquet as pq
+
+    attempt = storage.committed_uri(features)
+    frames = []
+    for split in ("train", VALIDATION_DIR):
+        for uri in storage.parquet_files(storage.join(attempt, split)):
+            filesys, path = storage.filesystem(uri)
+            frames.append(pq.read_table(path, filesystem=filesys,
+                                        columns=["StoreId", "Date", "DayOfWeek", "Promo", LABEL_COL]).to_pandas())
+    rows = pd.concat(frames, ignore_index=True)
+    rows["Date"] = pd.to_datetime(rows["Date"]).dt.date
+    return rows
+
+
+@pytest.fixture(scope="module")
+def season_backtest(s3_run, tmp_path_factory):
+    out = f"{s3_run['root']}/runs/{AS_OF}/season_backtest"
+    code, log, _seconds, _sampler = spark_submit(
+        "train.py", ["--features", s3_run["features"], "--out", out, "--season-backtest", *E2E_TRAIN_ARGS],
+        tmp_path_factory.mktemp("season-backtest") / "train.log")
+    return {"code": code, "log": log, "out": out}
+
+
+def test_the_season_backtest_trains_up_to_a_year_earlier_and_scores_the_year_earlier_horizon(s3_run,
+                                                                                            season_backtest):
+    """Origin D - 364: trained on the rows up to D - 412, its epoch chosen on (D - 412, D - 364], scored against the
+    naive baseline fitted up to D - 364 on (D - 364, D - 316], each count and the baseline's score recomputed
+    independently from the prepared rows."""
+    from tests.jobs.predict_fixtures import expected_baseline
+
+    assert season_backtest["code"] == 0, season_backtest["log"][-4000:]
+    summary = storage.read_manifest(season_backtest["out"])["summary"]
+    facts = summary["season_backtest"]
+    assert facts["available"] is True
+    assert (facts["origin"], facts["train_end"], facts["window_start"], facts["window_end"]) == (
+        "2014-08-01", "2014-06-14", "2014-08-02", "2014-09-18")
+    rows = prepared_rows(s3_run["features"])
+    origin, train_end, window_end = (date.fromisoformat(facts[key]) for key in ("origin", "train_end", "window_end"))
+    train = rows[rows["Date"] <= train_end]
+    choose = rows[(rows["Date"] > train_end) & (rows["Date"] <= origin)]
+    window = rows[(rows["Date"] > origin) & (rows["Date"] <= window_end)]
+    assert facts["rows"] == {"train": len(train), "validation": len(choose), "window": len(window)}
+    metrics = committed_json(season_backtest["out"], "metrics.json")
+    # Nothing dated after the year-earlier origin was trained on; the epoch was chosen before the window.
+    assert metrics["train_rows_total"] == len(train) and metrics["validation_rows_total"] == len(choose)
+    assert facts["scored_rows"] == len(window) and metrics["gate_scores"]["champion"] is None
+    history = rows[rows["Date"] <= origin]
+    baseline = expected_baseline(history, window.reset_index(drop=True), origin).to_numpy()
+    actual = np.exp(window[LABEL_COL].astype(float).to_numpy())
+    assert facts["baseline"] == pytest.approx(math.sqrt(np.mean(((actual - baseline) / actual) ** 2)), rel=1e-4)
+    assert 0 < facts["challenger"] < 1 and math.isfinite(facts["challenger"])
+    assert "season backtest: origin 2014-08-01" in season_backtest["log"]
+
+
+def test_a_season_backtest_without_enough_history_commits_that_it_cannot_run(s3_run, spark):
+    """Where the history before the year-earlier origin is too short, the backtest commits why, trains nothing,
+    and the gate then decides on the recent window alone (tests/dag/test_gate.py)."""
+    from rossmann_jobs import train
+
+    out = f"{s3_run['root']}/runs/{AS_OF}/season_backtest_short"
+    manifest = train.run(spark, train.parse_args(["--features", s3_run["features"], "--out", out,
+                                                  "--season-backtest", "--backtest-min-train-days", "100000"]))
+    facts = manifest["summary"]["season_backtest"]
+    assert facts["available"] is False and "too short a history" in facts["reason"]
+    assert not [name for name in manifest["files"] if name.startswith("model/")]

@@ -613,3 +613,24 @@ def test_the_ranks_import_what_the_job_shipped_to_their_executor(tmp_path, monke
     assert shipped_python_path(sys_path, ".") == [f"{executor_dir}/rossmann_jobs-1.0-py3-none-any.whl",
                                                   f"{executor_dir}/deps.zip"]
     assert shipped_python_path(["/spark/python/lib/pyspark.zip"], ".") == []
+
+
+def test_the_season_backtest_reads_years_past_its_training_as_its_last_trained_one(spark):
+    """A year-earlier window that crosses New Year (origin 2013-12-20) holds a Year no backtest train row has: its
+    embedding is untrained there, so it is read as the last trained year, as prepare does for the day's horizon;
+    rows up to the training end keep their indices, and so does the unknown index 0."""
+    from datetime import date
+
+    from rossmann_jobs.training.season_backtest import BacktestWindows, as_last_trained, split_of
+
+    windows = BacktestWindows.for_as_of(date(2014, 12, 19))
+    assert (windows.origin, windows.train_end, windows.window_end) == (
+        date(2013, 12, 20), date(2013, 11, 2), date(2014, 2, 6))
+    vocabularies = {"Year": [2013, 2014, 2015], "Week": list(range(1, 54))}
+    rows = spark.createDataFrame(
+        [(date(2013, 10, 1), 1, 40), (date(2013, 12, 30), 1, 1), (date(2014, 1, 10), 2, 2), (date(2014, 2, 1), 0, 5),
+         (date(2014, 3, 1), 2, 9)], "Date date, Year int, Week int")
+    got = (as_last_trained(rows.withColumn("split", split_of(windows)), vocabularies, date(2013, 1, 1),
+                           windows.train_end).orderBy("Date").collect())
+    assert [(row.split, row.Year, row.Week) for row in got] == [
+        ("train", 1, 40), ("window", 1, 1), ("window", 1, 2), ("window", 0, 5), (None, 1, 9)]
