@@ -495,3 +495,42 @@ def test_a_gate_rerun_after_its_own_promotion_keeps_it_and_completes_the_pointer
     assert again["champion_model_sha256"] == first["champion_model_sha256"]
     assert hook.objects[("b", "models/champions/history/2015-07-31.json")] == record   # untouched
     assert hook.json("s3://b/models/champion.json") == json.loads(record)
+
+
+def committed_forecast(hook: FakeS3Hook, plan: dict, forecast_model: str | None) -> None:
+    """A committed predict output of the run: its files and a manifest whose summary names what forecast."""
+    attempt = f"{plan['predictions']}/attempts/a1"
+    files = [f"{attempt}/{name}" for name in ("submission.csv", "report/index.html")]
+    for uri in files:
+        hook.load_string("content", *reversed(hook._split(uri)))
+    summary = {"validation_exp_rmspe": 0.1, "rows": {"test": 1}, "horizon": {"start": "2015-08-01",
+                                                                             "end": "2015-09-17"}}
+    if forecast_model:
+        summary["forecast_model"] = forecast_model
+    hook.load_string(json.dumps(manifest_document(plan["predictions"], attempt, files, summary)),
+                     *reversed(hook._split(manifest_uri(plan["predictions"]))))
+
+
+def test_a_naive_fallback_is_published_marked_and_alerted(monkeypatch):
+    from rossmann import forecast_tasks
+
+    posted = []
+    monkeypatch.setattr(forecast_tasks, "forecast_fallback_alert",
+                        lambda details: SimpleNamespace(notify=lambda context: posted.append(details)))
+    hook = FakeS3Hook()
+    plan = plan_run_uris("b", date(2015, 7, 31), "r1")
+    committed_forecast(hook, plan, NAIVE_FALLBACK)
+    gate_xcom = {"champion_model_uri": "", "forecast_model": NAIVE_FALLBACK, "fallback_reason": "why not a network"}
+    forecast, latest = forecast_tasks.publish_forecast(hook, plan, gate_xcom, "r1")
+    assert latest and hook.json(plan["forecast_pointer"])["forecast_model"] == NAIVE_FALLBACK
+    assert forecast["model_uri"] == NAIVE_FALLBACK and forecast["fallback_reason"] == "why not a network"
+    assert hook.json(plan["forecast_record"])["forecast_model"] == NAIVE_FALLBACK
+    assert [alert["fallback_reason"] for alert in posted] == ["why not a network"]
+    # A network's forecast posts nothing; a committed forecast of another kind than the gate chose is refused.
+    plan = plan_run_uris("b", date(2015, 7, 31), "r2")
+    committed_forecast(hook, plan, "network")
+    forecast_tasks.publish_forecast(hook, plan, {"champion_model_uri": "s3://b/models/m", "forecast_model":
+                                                 "challenger"}, "r2")
+    assert len(posted) == 1
+    with pytest.raises(RuntimeError, match="clear predict"):
+        forecast_tasks.publish_forecast(hook, plan, gate_xcom, "r2")
