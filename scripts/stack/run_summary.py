@@ -70,9 +70,15 @@ def render(summary: dict) -> str:
                      f"{metrics.get('best_epoch')} of {metrics.get('epochs_run')}, {metrics.get('samples_per_s')} "
                      f"samples/s, {metrics.get('horovod_size')} Horovod processes")
     if gate:
-        verdict = "PROMOTED to champion" if gate["promoted"] else "NOT promoted (champion kept)"
+        fallback = gate.get("forecast_model") == "naive-seasonal"
+        verdict = "PROMOTED to champion" if gate["promoted"] else (
+            "NOT promoted" if fallback else "NOT promoted (champion kept)")
         lines.append(f"champion decision: {verdict}: {gate['reason']}")
-        lines.append(f"forecast model: {gate['champion_model_uri']}")
+        season = gate.get("season_backtest") or {}
+        if season.get("reason"):
+            lines.append(f"season backtest: {season['reason']}")
+        lines.append("forecast model: the naive seasonal baseline (fallback: " + gate.get("fallback_reason", "") + ")"
+                     if fallback else f"forecast model: {gate['champion_model_uri']}")
     if forecast:
         lines.append(f"submission.csv: {forecast['submission_uri']}")
         lines.append(f"report:         {forecast['report_uri']}")
