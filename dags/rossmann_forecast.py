@@ -1,7 +1,7 @@
 """
 ### Rossmann store-sales forecast: daily retrain and forecast
 
-`plan_run` → `wait_for_raw_drop` → `prepare_features` → `find_champion` → `train_model` (and `backtest_season`)
+`plan_run` → `wait_for_raw_drop` → `prepare_features` → `find_champion` → `train_model` → `backtest_season`
 → `read_train_metrics` → `quality_gate` → `predict` → `publish_forecast`
 
 * **Data arrival**: the day's raw drop lands under `s3://<bucket>/raw/<as_of>/` (the 7 Rossmann CSV files, then a
@@ -344,8 +344,9 @@ def rossmann_forecast():
     wait_for_raw_drop >> to_score
     score >> publish_scores(plan)
 
-    wait_for_raw_drop >> prepare >> champion >> train >> metrics
-    prepare >> season_backtest >> metrics
+    # After train_model, not beside it: one Spark job runs at a time anyway (the pool), and a train retry after a
+    # lost executor must not wait behind the backtest.
+    wait_for_raw_drop >> prepare >> champion >> train >> season_backtest >> metrics
     predict >> published
 
 
