@@ -37,6 +37,7 @@ from rossmann_jobs import storage
 from rossmann_jobs.synth.cli import generate
 from rossmann_jobs.synth.scenarios import scenario_config
 from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_quantiles
+from rossmann_jobs.training.season_backtest import DEFAULT_MIN_TRAIN_DAYS
 
 DEFAULT_ORIGINS = ("2014-08-31", "2014-09-30", "2014-10-31", "2014-11-30", "2014-12-31", "2015-01-31",
                    "2015-02-28", "2015-03-31", "2015-04-30", "2015-05-31", "2015-06-30", "2015-07-31")
@@ -50,7 +51,9 @@ def season_backtest(work: Path, features: str, train_args: list[str]) -> tuple[d
     """The season backtest of the cell's features (skipped when committed with the same arguments)."""
     out = str(truth_bench.run_dir(work, "season_backtest"))
     Path(out).parent.mkdir(parents=True, exist_ok=True)
+    # The minimum history named, so that a committed backtest of another default is not reused.
     seconds = truth_bench.spark_submit("train", ["--features", features, "--out", out, "--season-backtest",
+                                                 "--backtest-min-train-days", str(DEFAULT_MIN_TRAIN_DAYS),
                                                  *train_args], out, Path(f"{out}.log"), inputs=(features,))
     return committed_summary(out)["season_backtest"], seconds
 
