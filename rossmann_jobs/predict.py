@@ -93,18 +93,19 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
     """The whole job on an existing session; returns the commit manifest."""
     timings: dict[str, float] = {}
     levels = quantiles.check_levels(quantile_levels)
+    # The model's location, format and digests are checked before anything else is read or used.
+    source = open_model(model_uri, model_sha256) if model_uri else None
     features_attempt = storage.committed_uri(features_uri)
     metadata_uri = storage.join(features_attempt, METADATA_FILE)
     metadata = storage.read_json(metadata_uri)
-    if model_uri:
-        source = open_model(model_uri, model_sha256)   # location, format and digests checked before anything is used
+    if source is not None:
         model_attempt, artifact, training_metrics = source.attempt, source.artifact, source.training_metrics()
         sizes, as_of, mappings = check_model_inputs(artifact, storage.join(model_attempt, ARTIFACT_PATH), metadata,
                                                     metadata_uri)
     else:
         # No model may forecast the date (the quality gate's fallback): the naive seasonal baseline forecasts it,
         # with quantiles calibrated on its own validation residuals, as a model's are.
-        source, model_attempt, artifact, training_metrics, mappings = None, SeasonalNaive.uri, {}, None, {}
+        model_attempt, artifact, training_metrics, mappings = SeasonalNaive.uri, {}, None, {}
         sizes, as_of = check_feature_inputs(metadata, metadata_uri)
         log.warning("no model: forecasting as of %s with the naive seasonal baseline (the fallback)", as_of)
     naive = source is None
