@@ -27,6 +27,9 @@ TRAIN_METRICS_FILE, TRAINING_CURVES_FILE = "metrics.json", "training_curves.png"
 # predict: a forecast attempt
 SUBMISSION_FILE, PREDICTIONS_DIR = "submission.csv", "predictions"
 QUANTILES_FILE = "forecast_quantiles.csv"   # Id, Date, Store, P10, P50, P90 (the quantile levels), beside submission
+# The summary's forecast_model when no model may forecast the date and the naive seasonal baseline does (predict
+# --model ""); the gate's XCom, forecast/latest.json and the registry name it the same.
+NAIVE_FORECAST_MODEL = "naive-seasonal"
 
 # score: the scores root (one object per write, no attempts)
 SCORES_SUMMARY_FILE = "summary.json"

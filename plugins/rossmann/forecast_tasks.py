@@ -30,6 +30,7 @@ from rossmann_jobs.commit_protocol import attempt_uri
 from rossmann_jobs.model_trust import DIGESTS_KEY, decode_digests, encode_digests, sha256_hex
 from rossmann_jobs.output_layout import (
     MODEL_FILES,
+    NAIVE_FORECAST_MODEL,
     PREDICTIONS_DIR,
     QUANTILES_FILE,
     SUBMISSION_FILE,
@@ -44,8 +45,8 @@ class UnverifiedModelError(AirflowFailException):
     """The committed model's files are not the ones its train job wrote (or it recorded none): never promoted."""
 
 
-# What forecasts the date when no model may (rossmann_jobs.forecast.inference.SeasonalNaive.uri; predict's --model "").
-NAIVE_FALLBACK = "naive-seasonal"
+# What forecasts the date when no model may (predict's --model ""): the naive seasonal baseline.
+NAIVE_FALLBACK = NAIVE_FORECAST_MODEL
 
 
 def scored_model(hook, plan: dict[str, str]) -> dict[str, Any]:

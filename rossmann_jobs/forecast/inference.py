@@ -15,6 +15,7 @@ from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.forward_pass import ForwardPass
 from rossmann_jobs.forecast.model_cache import load_model
 from rossmann_jobs.model_store import ModelSource
+from rossmann_jobs.output_layout import NAIVE_FORECAST_MODEL
 
 LOG_FORECAST_COL = "LogSalesForecast"
 
@@ -56,7 +57,7 @@ class SeasonalNaive:
     """The naive seasonal baseline (forecast/baseline.py) in a model's place: the day's fallback forecast when no
     model may forecast the date. Its forecast is the rows' BASELINE_COL, which the caller has fitted on rows dated
     before the ones forecast."""
-    uri = "naive-seasonal"
+    uri = NAIVE_FORECAST_MODEL
 
     def destroy(self) -> None:
         pass

@@ -13,6 +13,8 @@ import json
 import sys
 from datetime import datetime, timezone
 
+from rossmann_jobs.output_layout import NAIVE_FORECAST_MODEL
+
 
 def load_run(dag_id: str, logical_date: str | None, run_id: str | None) -> dict:
     from airflow.models.asset import AssetEvent, AssetModel
@@ -70,7 +72,7 @@ def render(summary: dict) -> str:
                      f"{metrics.get('best_epoch')} of {metrics.get('epochs_run')}, {metrics.get('samples_per_s')} "
                      f"samples/s, {metrics.get('horovod_size')} Horovod processes")
     if gate:
-        fallback = gate.get("forecast_model") == "naive-seasonal"
+        fallback = gate.get("forecast_model") == NAIVE_FORECAST_MODEL
         verdict = "PROMOTED to champion" if gate["promoted"] else (
             "NOT promoted" if fallback else "NOT promoted (champion kept)")
         lines.append(f"champion decision: {verdict}: {gate['reason']}")
