@@ -15,7 +15,7 @@ files). Merges the results per
         [--workdir DIR] [--jobs prepare,train,predict] [--standalone-cluster]
 
 Before/after on one machine: `git worktree add /tmp/before <commit>`, run with `--repo /tmp/before --label before`,
-then without --repo as `--label after`, in one session. --launch-conf adds spark-submit --conf settings on top of
+then without --repo as `--label after`, back to back. --launch-conf adds spark-submit --conf settings on top of
 the DAG's (rossmann_jobs/launch_settings.py, as the DAG derives them from the drop's size, unless --no-derived).
 """
 from __future__ import annotations
