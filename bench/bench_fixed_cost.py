@@ -3,8 +3,8 @@
 For each store count and storage (local files, or S3 on a moto server behind a byte-counting proxy), lands the
 realistic drop for as-of D (default 2015-07-31; generated once per work dir like bench_robustness.py) and runs the
 three jobs the way the DAG does (spark-submit, local[2], the DAG's default training params but --epochs), each with
-Spark's event log on. Records per job: wall time, CPU seconds of the job's whole process tree (sampled:
-bench/tree_cpu.py), seconds from launch to a running SparkSession ("session start": JVM, Python, py4j), the job's
+Spark's event log on. Records per job: wall time, CPU seconds of the job's whole process tree (sampled: TreeCpu
+below), seconds from launch to a running SparkSession ("session start": JVM, Python, py4j), the job's
 own step timings (its summary), Spark's jobs, stages and tasks, bytes read and written by Spark tasks and
 shuffled, and through S3 (both directions at the proxy: Spark, the Horovod ranks' pyarrow reads, the driver's small
 files). Merges the results per
@@ -15,7 +15,7 @@ files). Merges the results per
         [--workdir DIR] [--jobs prepare,train,predict] [--standalone-cluster]
 
 Before/after on one machine: `git worktree add /tmp/before <commit>`, run with `--repo /tmp/before --label before`,
-then without --repo as `--label after`, in one session. --launch-conf adds spark-submit --conf settings on top of
+then without --repo as `--label after`, back to back. --launch-conf adds spark-submit --conf settings on top of
 the DAG's (rossmann_jobs/launch_settings.py, as the DAG derives them from the drop's size, unless --no-derived).
 """
 from __future__ import annotations
@@ -37,12 +37,50 @@ import uuid
 from pathlib import Path
 
 import bench_robustness as robustness  # bench/, this script's folder
+import psutil
 from bench_forecast_truth import REPO
-from tree_cpu import TreeCpu
 
 from rossmann_jobs import storage
 from rossmann_jobs.synth.cli import generate, land
 from rossmann_jobs.synth.scenarios import scenario_config
+
+
+class TreeCpu:
+    """CPU seconds of a process and every descendant, sampled from /proc: getrusage misses the processes nobody waits
+    for (a job's Python workers, forked by PySpark's daemon and killed at exit, and Horovod's ranks are never reaped
+    by the process the bench waits for, so RUSAGE_CHILDREN leaves their CPU out). Reads each descendant's user +
+    system time every `interval` seconds and keeps each process's last reading: it misses at most one interval of each
+    process's CPU. Start with the root pid; stop() returns the CPU seconds of the root and all its descendants seen."""
+
+    def __init__(self, pid: int, interval: float = 0.25):
+        self._root, self._interval = psutil.Process(pid), interval
+        self._seen: dict[tuple[int, float], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        try:
+            processes = [self._root, *self._root.children(recursive=True)]
+        except psutil.Error:
+            return
+        for process in processes:
+            try:
+                times = process.cpu_times()
+                self._seen[(process.pid, process.create_time())] = times.user + times.system
+            except psutil.Error:   # exited between listing and reading
+                continue
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample()
+
+    def stop(self) -> float:
+        self._sample()
+        self._stop.set()
+        self._thread.join()
+        return round(sum(self._seen.values()), 1)
+
 
 JOBS = ("prepare", "train", "predict")
 SESSION_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO \[rossmann\] Spark \S+ master=", re.M)

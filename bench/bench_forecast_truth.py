@@ -44,7 +44,7 @@ from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams
 
 REPO = Path(__file__).resolve().parents[1]
 
-QUALITY_BAR = 1.10   # issue 16: the forecast within 10 % of the point-in-time floor
+QUALITY_BAR = 1.10   # the forecast within 10 % of the point-in-time floor
 
 
 def spark_submit(job: str, args: list[str], out: str, log_path: Path, driver_memory: str = "2g",

@@ -1,7 +1,7 @@
 """Quantile forecasts over several forecast origins: coverage per lead week and quantile loss, pooled over cells.
 
 One origin's horizon carries its own common shocks (a holiday, a weather spell, the trend's drift), so one cell's
-coverage of a lead week says little about the method (bench/RESULTS.md, issue 36). This reads the JSONs that
+coverage of a lead week says little about the method (bench/RESULTS.md, "Interval coverage"). This reads the JSONs that
 bench_robustness.py wrote for several labels (one label per as-of date: each holds its scenarios at one store
 count) and pools them per group of labels: the mean over cells of the P10-P90 coverage by lead week (with its
 range), of the whole horizon's coverage, and of the weighted quantile loss against the naive baseline's quantiles
@@ -9,7 +9,7 @@ and the truth's ("exact at D": the noise around the point-in-time expectation). 
 bench/out/quantile_origins_<name>.json and a picture of coverage by lead week per group, and prints the tables.
 
     PATH=.venvs/jobs/bin:$PATH PYTHONPATH=. .venvs/jobs/bin/python bench/bench_quantile_origins.py \\
-        --group before=pre,pre0531 --group after=post,post0531 [--stores 150] [--name s25]
+        --group before=pre,pre0531 --group after=post,post0531 [--stores 150] [--name NAME]
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-TARGET_COVERAGE = (0.77, 0.83)   # issue 36: the 80 % interval per lead week
+TARGET_COVERAGE = (0.77, 0.83)   # the target of the 80 % interval per lead week
 LEAD_WEEKS = range(1, 8)
 DEFAULT_GENERATOR_SEED = 7     # bench_robustness.py --seed; older results did not record it
 
@@ -110,7 +110,7 @@ def plot(groups: dict[str, dict], path: Path) -> None:
     from matplotlib import pyplot as plt
 
     figure, ax = plt.subplots(figsize=(8, 4.5))
-    ax.axhspan(*[100 * c for c in TARGET_COVERAGE], color="tab:green", alpha=0.15, label="issue 36: 77-83 %")
+    ax.axhspan(*[100 * c for c in TARGET_COVERAGE], color="tab:green", alpha=0.15, label="target: 77-83 %")
     ax.axhline(80, color="dimgray", linestyle=":", linewidth=1)
     offsets = np.linspace(-0.15, 0.15, len(groups))
     for offset, (name, group) in zip(offsets, groups.items()):

@@ -68,7 +68,7 @@ from rossmann_jobs.synth.scenarios import SCENARIOS, scenario_config
 from rossmann_jobs.synth.truth import exp_rmspe
 from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_quantiles
 
-QUALITY_BARS = (1.05, 1.10)   # x point-in-time floor: issue 16's bar (1.10) and a tighter one
+QUALITY_BARS = (1.05, 1.10)   # x point-in-time floor: the quality bar (1.10) and a tighter one
 FORECASTS = ("model", "naive", "LightGBM")
 LGBM_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 63, "num_threads": 2, "verbose": -1,
                "seed": 7}

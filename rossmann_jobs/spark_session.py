@@ -40,7 +40,7 @@ DEFAULT_CONF = {
     # HotSpot never JIT-compiles a method of more than 8,000 bytes of bytecode: a whole-stage-generated stage above
     # it would run interpreted. At this limit Spark runs such a stage operator by operator instead (each with its
     # own small generated code), as the Spark docs recommend on HotSpot. The fused feature stage crossed it with
-    # the origin features (issue 31): tests/jobs/test_prepare_job.py lists the stages that fall back.
+    # the origin features: tests/jobs/test_prepare_job.py lists the stages that fall back.
     "spark.sql.codegen.hugeMethodLimit": "8000",
 }
 

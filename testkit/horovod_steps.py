@@ -1,4 +1,6 @@
-"""The train step before session 22, as a baseline: hvd.DistributedGradientTape allreduces each gradient alone."""
+"""The train step before one allreduce of all the gradients, as a baseline: each gradient allreduced alone.
+
+hvd.DistributedGradientTape, as the train job ran it before (docs/decisions.md)."""
 from __future__ import annotations
 
 

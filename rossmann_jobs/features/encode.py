@@ -25,8 +25,9 @@ from rossmann_jobs.output_layout import TEST_DIR, TRAIN_DIR, VALIDATION_DIR
 # would have an embedding row that training never moves (random). Every forecast made from mid November crosses into
 # a year with no train row, as do the validation window and the horizon from 1 January until the train split reaches
 # the new year (RECENT holds the last 48 days out): the new year is read as the last trained one, the level the origin
-# features carry (bench/RESULTS.md, session 26). Likely too ISO week 53 (late December, in one year of five or six:
-# 2015, 2020, 2026), which a history of two or three years seldom holds: it is read as week 52.
+# features carry (docs/decisions.md, "a year later than the train split's last"). Likely too ISO week 53 (late
+# December, in one year of five or six: 2015, 2020, 2026), which a history of two or three years seldom holds: it is
+# read as week 52.
 AS_LAST_TRAINED_COLS = ("Year", "Week")
 LAST_ISO_WEEK, LONG_YEAR_WEEK = 52, 53
 MAP_LOOKUP_MAX = 64         # other vocabularies up to this size are encoded with a literal map, larger ones with a join

@@ -1,33 +1,16 @@
 """Point-in-time modes of prepare: which trend and weather values a row may use when forecasting as of D.
 
-Two modes (--point-in-time):
-- seed: the seed's joins (Horovod's example), unchanged. A row dated d meets the Google-trend week W(d) found by
-  the key (Year, Week) of d, a Sunday..Saturday week that ends up to 12 days after d, and the weather row of its
-  own day, also for the horizon's rows dated after D. Kept for the seed-equivalence test and for comparisons.
-- strict (default): no feature of any row depends on a value dated after D, in any file:
-  - trend (state and Germany alike): a googletrend.csv week is usable only if its Saturday end is <= D. A row gets
-    its week (the one that starts on the Sunday ending d's ISO week, keyed by ISO year and week: the seed's
-    calendar-year key gives two weeks one key in a year whose 1 January is a Sunday) if that week is usable, else,
-    when it ends after D, the value of the last usable week of its state (resp. of Germany) moved by the season:
-    times exp(the mean log change from the last week to the row's week in the earlier years, over every trend
-    series pooled, each year-earlier week read with its neighbours; seasonal_drift). Without an earlier year that
-    holds both weeks, the last usable value itself (persistence). Search interest is seasonal (Christmas, the
-    summer): persistence misses that drift over a 48-day horizon (bench/RESULTS.md, issue 36). A row dated <= D
-    whose week ended by D and is missing is still a lookup miss.
-  - weather: every row, dated before or after D, gets per state and numeric column the climatology: the mean of the
-    state's values on the days within +-7 days of d's date in every other year (d + 12k months, k != 0) that are
-    dated <= D, rounded to the column's whole units; Events is null (no event is known after D). A column without
-    such history takes the state's last observed value <= D. The history gets the climatology too, not its
-    observed weather: a model trained on observed weather and fed the climatology (and no Events) on the horizon
-    learns effects it is then given the wrong inputs for (a rainy-day dip the horizon never shows: an upward
-    bias). A (State, day <= D) without a weather.csv row is still a lookup miss.
-  - lookup rows dated after D (weather days > D, trend weeks ending after D) are ignored; the row ledger counts
-    them as AFTER_AS_OF (a quarantine reason wins over it, as for train.csv rows).
-  The sales rows follow the same rule in both modes (features/split.py): train.csv rows after D are out of scope
-  and feed nothing (no vocabulary, max_sales, elapsed-day count or duplicate check); the horizon's test.csv rows
-  (the plan for the days after D, known at D) feed the vocabularies and the Before/After day counts.
-All functions here are pure DataFrame -> DataFrame steps but season_drift_table, which collects the trend's weekly
-values (one small job) and computes the season on the driver; the tables they return are small and broadcast-joined.
+- seed (--point-in-time seed): Horovod's example's joins, unchanged (a row meets the trend week found by its
+  calendar key and its own day's weather, after D too); kept for the seed-equivalence test and comparisons.
+- strict (the default): no feature depends on a value dated after D. A Google-trend week is usable once its
+  Saturday end is <= D (weeks keyed by ISO year and week); a row whose week ends after D gets the last usable week
+  of its series moved by the season (seasonal_drift: the mean log change between the same two weeks in earlier
+  years, every series pooled), or that value itself without an earlier year (docs/decisions.md, "the trend of a
+  week not yet known at D"). Every row, history and horizon, gets its state's weather climatology (the mean of
+  +-7 days in the other years up to D; Events null), so training sees the inputs the horizon gets. Lookup rows
+  dated after D are ignored (AFTER_AS_OF in the row ledger); a missing (State, day <= D) is still a lookup miss.
+The sales rows follow features/split.py in both modes. All functions are DataFrame -> DataFrame steps but
+season_drift_table, which collects the trend's weekly values (one small job) and computes the season on the driver.
 """
 from __future__ import annotations
 
@@ -204,7 +187,8 @@ def season_drift_table(series: DataFrame, from_weeks: FromWeeks) -> DataFrame:
     each series' last week) to each later week up to a year after the series' last week (beyond that no earlier
     year holds the later week: persistence). series: pooled_trend_series.
     The weeks are one small file's (about 150 a series), collected in one job and worked on the driver: as Spark
-    queries the few dozen anchors cost prepare 55 more Spark jobs and 20 s (bench/RESULTS.md, session 25)."""
+    queries the few dozen anchors cost prepare 55 more Spark jobs and 20 s (docs/decisions.md, "the trend of a week
+    not yet known at D")."""
     rows = series.collect()
     lasts: dict[str, date] = {}
     for row in rows:

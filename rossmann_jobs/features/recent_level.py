@@ -1,26 +1,13 @@
 """Each store's recent sales level as known at a row's forecast origin, and the row's lead day (pure DataFrame steps).
 
-A forecast made on D sees the horizon D+1 .. D+48 from one origin, D. Training rows are given the same view: the
-days up to D are cut into blocks of ORIGIN_BLOCK_DAYS ending at D (block 0 = (D-48, D], block 1 = (D-96, D-48],
-...), and a row of block j is seen from the origin that closes block j+1 (D - 48 (j+1)); horizon rows are block -1,
-origin D. So every row, in training, validation and the horizon alike, has a lead of 1 .. 48 days and features
-made only of sales dated on or before its origin (never after D; after the row's own origin only in the fallback
-below, for rows whose origin has no history at all):
-- LeadDays: days from the origin to the row;
-- StoreLevel14d/48d/144d/384d: the store's mean log(Sales) over the 14, 48, 144 and 384 days up to the origin (the
-  last two weeks, ~7 weeks, ~5 months, a year and its season): a level shift or a trend shows in the short ones;
-- DayPromoLevel384d: the same over 384 days for the row's own weekday and promo flag (the naive seasonal
-  baseline's cell, as a feature the model can correct).
-The levels leave out the Christmas season (1 December to 6 January: the rush before Christmas and the quiet days
-after it). A model's calendar effects are learnt relative to the levels, and the training rows meet Christmas at
-one phase of their origins only (the blocks end at D): as of 20 January a 48-day level holds the whole rush, while
-the February and March a year earlier were seen from D - 336, whose windows held January's low, so with the season
-in, the horizon came out 10-15 % high on two of three generator draws (bench/RESULTS.md, session 36). Without it
-a level means the same at every origin. A window without sales (outside the season) falls back to the next longer
-one, and the longest to the store's mean over its sales up to D outside the season, then over all of them (only
-the first block of a store's history, and a store reopening after a long closure, need it).
-Windows are unions of whole blocks (the 14 days: the tail of the block that ends at the origin), so one small
-aggregation of the history per (store, block, weekday, promo) serves every origin.
+The days up to D are cut into blocks of ORIGIN_BLOCK_DAYS ending at D; a row of block j is seen from the origin that
+closes block j+1 (horizon rows: origin D), so training, validation and horizon rows alike have a lead of 1 .. 48 days
+(LeadDays) and levels made only of sales up to their origin: StoreLevel14d/48d/144d/384d (the store's mean
+log(Sales) over those days) and DayPromoLevel384d (the same for the row's weekday and promo flag: the naive
+baseline's cell). The levels leave out 1 December to 6 January, so that a level means the same at every origin
+(docs/decisions.md, "the recent levels leave out the Christmas season"); a window without sales falls back to the
+next longer one, then to the store's mean up to D. Windows are unions of whole blocks, so one small aggregation per
+(store, block, weekday, promo) serves every origin.
 """
 from __future__ import annotations
 

@@ -30,8 +30,9 @@ SEED_CONTINUOUS_COLS = [
 # The seed's Before<Event> counts are not fed to the model. Where the plan (test.csv: D+1 .. D+48) holds no event of a
 # kind after a horizon row, its count runs down to the plan's last day as if an event fell there: near 0 with the
 # near-event days at their cap, a pair no training row has, and the horizon's last weeks came out 3-4 % high on
-# average (bench/RESULTS.md, issue 36, session 38). The run-up to an event is in DaysTo<Event> (capped at a week,
-# the cap where none is known, so the plan's end reads as "none known"); the After counts look back, and are known.
+# average (docs/decisions.md, "the seed's Before counts are not fed"). The run-up to an event is in DaysTo<Event>
+# (capped at a week, the cap where none is known, so the plan's end reads as "none known"); the After counts look
+# back, and are known.
 UNFED_SEED_COLS = ["BeforePromo", "BeforeStateHoliday", "BeforeSchoolHoliday"]
 # Each row's lead day and its store's recent sales level as known at the row's forecast origin (recent_level.py):
 # not in the seed, which has no notion of an origin.

@@ -183,7 +183,7 @@ def json_record(df: DataFrame, columns: Sequence[str]) -> Column:
 
     Integers, booleans, dates and strings are rendered with format_string, which whole-stage code generation
     compiles into the surrounding stage in little code; to_json cannot be, and every step that may quarantine a
-    row would cut the feature pass into separately generated stages (bench/RESULTS.md, "Prepare job", round 4).
+    row would cut the feature pass into separately generated stages (bench/RESULTS.md, "Prepare job").
     Strings escape quotes and backslashes; a control character shows as \\ufffd (records are for reading).
     """
     types = {field.name: field.dataType for field in df.schema.fields}

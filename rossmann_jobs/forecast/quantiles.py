@@ -1,27 +1,12 @@
 """Quantile forecasts: residual quantiles of the out-of-time validation window per lead week, applied to the horizon.
 
-The validation window is the last 48 days up to D, each row seen from its origin (features/recent_level.py: the
-LeadDays feature, 1..48), as the horizon is seen from D. So log(actual) - log(forecast) on a validation row of lead
-week w is an out-of-time error of the model at that distance, and its quantiles, added to a horizon row's log
-forecast of the same lead week, give that row's quantile forecasts: P_q = forecast x exp(residual quantile q). A lead
-week with too few validation rows is calibrated on it and its neighbours (pooled_weeks). Nothing here reads a row
-dated after D: the residuals come from validation rows only, and those are all dated <= D.
-One feature is not seen from the origin: a validation row carries the Google trend of its own week (known by D),
-while a horizon row carries the last week known at D moved by the season (strict point in time). So the validation
-errors miss the trend's drift over the lead, which grows with it (bench/RESULTS.md: the 80 % interval covered 74.5 %).
-trend_at_origin gives each validation row the trend its origin knew, and the model's forecast from it differs from
-the plain one by delta, the row's exposure to that drift. The drift's size carries over to the horizon, its sign
-(the one realized path of one window) does not: each residual r enters the quantiles as r - delta and r + delta.
-Likewise a lead week's median residual is mostly that week's common shock in the one window (a holiday, a weather
-spell: -4 % .. +8 % by week at 150 stores as of 2015-05-31), not a bias that recurs at the same lead, and so is the
-whole window's median: on 41 recorded cells it was +1.6 % on average where the horizon's was -0.6 %, and the two
-were unrelated (correlation 0.14; bench/RESULTS.md, session 37). So each week keeps its spread around its own median
-and is centred on the point forecast (centred_table): the P50 is the point forecast. The horizon week's own shock
-is not known at D, but its size is like the window's: each week's spread is placed at every week's median of the
-window in turn (residual_quantiles' weekly_shocks), so the interval carries the spread of those shocks (+0.8 .. +1.3
-points of coverage by lead week over 18 runs at 150 stores, bench/RESULTS.md, session 39).
-The quantiles are exact (Spark's percentile, linear interpolation like numpy's default), so re-runs agree to the bit,
-and made non-crossing by sorting the levels and taking the running maximum of their values.
+The validation window (the 48 days up to D, each row seen from its origin as the horizon is from D) gives, per lead
+week, the model's out-of-time log residuals; a horizon row's P_q = forecast x exp(residual quantile q) of its lead
+week (pooled_weeks where a week has too few rows). Only rows dated <= D are read. Three allowances, each measured
+(docs/decisions.md): the trend's drift both ways (trend_at_origin: r - delta and r + delta), each week centred on
+the point forecast (centred_table: P50 is the forecast), and each week's spread placed at every week's median of
+the window in turn (residual_quantiles' weekly_shocks). The quantiles are exact (Spark's percentile, linear
+interpolation like numpy's), so re-runs agree to the bit, and made non-crossing by a running maximum.
 """
 from __future__ import annotations
 

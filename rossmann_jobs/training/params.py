@@ -3,7 +3,7 @@
 The defaults are what bench/bench_forecast_truth.py measured best at full scale on 2 cores (bench/RESULTS.md,
 "Time to quality at full scale"): a narrower MLP, larger per-rank batches and a cosine decay reach the
 point-in-time floor in minutes, where the reference settings need hours. After the warm-up the rate decays along a
-cosine to 0 at the last epoch: with the out-of-time validation and the origin features (issue 31), holding the rate
+cosine to 0 at the last epoch: with the out-of-time validation and the origin features, holding the rate
 (the reference's plateau schedule) left the model's level unsettled from epoch to epoch, and the decay forecast
 better on every setting of the robustness matrix (bench/RESULTS.md, "Robustness matrix").
 """

@@ -268,8 +268,8 @@ def _make_steps(tf, hvd, model, optimizer, params: TrainParams):
             return hvd.DistributedGradientTape(tape, sparse_as_dense=False).gradient(loss, variables)
         # Dense gradients in one allreduce of their concatenation: the same average as DistributedGradientTape's
         # allreduce per variable, whose ~40 negotiations cost more than the step's compute on 2 cores
-        # (bench/bench_train_step.py: a step of 5.9 ms compute took 12.9-14.6 ms with the per-variable allreduces,
-        # 10.9 ms with this one).
+        # (docs/decisions.md, "one allreduce of all the gradients": a step of 5.9 ms compute took 12.9-14.6 ms with the
+        # per-variable allreduces, 10.9 ms with this one).
         gradients = [tf.reshape(tf.convert_to_tensor(gradient), [-1]) for gradient in tape.gradient(loss, variables)]
         averaged = hvd.allreduce(tf.concat(gradients, 0), op=hvd.Average, name="gradients")
         return [tf.reshape(part, variable.shape) for part, variable in zip(tf.split(averaged, sizes), variables)]

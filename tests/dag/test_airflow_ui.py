@@ -89,7 +89,7 @@ def concurrent_runs(ui_stack, api):
     # RUN_DATE's drop lands only once its sensor waits on the triggerer (deferred, holding no worker slot), and once
     # the scheduler has taken the exit of the worker process that deferred it. A trigger that fires before that
     # races Airflow's LocalExecutor: the deferring process's "success" reached the scheduler after the resumed try
-    # was queued, and the scheduler failed that try as killed elsewhere (seen once, session 31; the drop had landed
+    # was queued, and the scheduler failed that try as killed elsewhere (seen once; the drop had landed
     # 2 s after the state read "deferred", while that process took 6 s to exit). A real drop lands minutes later.
     sensor_path = f"{run_path(triggered)}/taskInstances/wait_for_raw_drop"
     api.wait_for(lambda: api.call("GET", sensor_path)[1].get("state") == "deferred", 600,

@@ -54,8 +54,8 @@ KILL_AFTER_EPOCH = 1   # the rank is killed once a checkpoint of this epoch or a
 # Both runs see the same rows, shards (files[rank::2]), seeds and learning-rate schedule. They differ by
 # floating-point reduction order (Gloo, TensorFlow threads) and by the resume: weights and Adam slots come back from
 # the checkpoint, but dropout's random state does not, so epochs 2.. draw other dropout masks (dropout 0.5).
-# Measured with learned models: val exp_rmspe 0.12459 vs 0.12042 and forecasts 0.0378 apart (session 9, 6 epochs of
-# the reference MLP); 0.11345 vs 0.10899 (4.1 %) and 0.0329 (session 10, 12 epochs of the 256-128 MLP). The negative
+# Measured with learned models (2026-11-24): val exp_rmspe 0.12459 vs 0.12042 and forecasts 0.0378 apart (6 epochs
+# of the reference MLP); 0.11345 vs 0.10899 (4.1 %) and 0.0329 (12 epochs of the 256-128 MLP). The negative
 # control below (local mode's features with rank 1's labels shuffled, deterministic) measured a 41.6 % val gap and a
 # 0.1056 forecast disagreement, which the old forecast bound of 0.12 let pass; the bound is now 0.07 (about twice the
 # largest cluster disagreement seen, 1.5x below the broken run's). Both runs must also have learned (< 0.5).

@@ -488,7 +488,7 @@ def test_rerun_keeps_every_xcom_uri(first_run, rerun):
     assert without(again_args["predict"], "--gate-decision") == without(first_args["predict"], "--gate-decision")
     for run, args in ((first, first_args), (again, again_args)):
         assert value(args["predict"], "--gate-decision") == run["xcom"]["quality_gate"]["reason"]
-    # ... and with it the champion record's digests of its files (issue 33), for scoring and for a warm start.
+    # ... and with it the champion record's digests of its files, for scoring and for a warm start.
     champion_flags = ("--champion-model", "--champion-model-sha256", "--warm-start-model-sha256")
 
     def without_champion(args: list[str]) -> list[str]:

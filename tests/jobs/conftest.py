@@ -20,7 +20,7 @@ JOBS_BIN = Path(sys.executable).parent
 # an hour, mostly on one core. It starts from the class archive too, but with tiered JIT (Spark's default,
 # launch_conf for a drop of unknown size): C2 compiles on the idle core, and the planner and the code generator run
 # faster for the rest of the session. Seven in-process modules took 463 s against 668 s with C1 only
-# (bench/bench_test_jit.py; bench/RESULTS.md, "Test suite", session 32).
+# (docs/decisions.md, "the job-side tests' JVM compiles with C1 and C2").
 if jobs_env_class_archive(sys.prefix).is_file():
     os.environ.setdefault(CLASS_ARCHIVE_ENV, str(jobs_env_class_archive(sys.prefix)))
 _JAVA_OPTIONS = shlex.quote(launch_conf("prepare", None).get(JAVA_OPTIONS, ""))

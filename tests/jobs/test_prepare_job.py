@@ -230,8 +230,8 @@ def test_generated_code_of_the_feature_pass_and_the_writes_stays_jit_compilable(
         release(rows)
     assert len(sizes) > 10 and max(sizes.values()) > 4000   # it did compile the big stages
     # A stage above HotSpot's limit would run interpreted; the jobs' Spark conf makes Spark run it operator by
-    # operator instead. Only the fused feature stage may need that (it crossed the limit with the origin features,
-    # issue 31): the split writes must stay fused and compiled.
+    # operator instead. Only the fused feature stage may need that (it crossed the limit with the origin features):
+    # the split writes must stay fused and compiled.
     assert int(spark.conf.get("spark.sql.codegen.hugeMethodLimit")) <= HOTSPOT_HUGE_METHOD_LIMIT
     over = {stage: size for stage, size in sizes.items()
             if size >= HOTSPOT_HUGE_METHOD_LIMIT and not stage.startswith("features:")}
