@@ -261,3 +261,46 @@ def test_a_season_backtest_without_enough_history_commits_that_it_cannot_run(s3_
     facts = manifest["summary"]["season_backtest"]
     assert facts["available"] is False and "too short a history" in facts["reason"]
     assert not [name for name in manifest["files"] if name.startswith("model/")]
+
+
+def test_the_season_backtest_reads_nothing_dated_after_its_year_earlier_horizon(s3_run, spark):
+    """The future of the backtest perturbed: every prepared row dated after the year-earlier horizon's end gets
+    another label and promotion. The backtest's three splits are the same rows, value for value."""
+    from dataclasses import replace
+
+    from pyspark.sql import functions as F
+
+    from rossmann_jobs.training import season_backtest
+    from rossmann_jobs.training.feature_set import load_feature_set
+
+    features = load_feature_set(s3_run["features"])
+    as_of = date.fromisoformat(features.metadata["as_of"])
+    window_end = season_backtest.BacktestWindows.for_as_of(as_of).window_end
+    root = f"{s3_run['root']}/runs/{AS_OF}/season_backtest_perturbed"
+    later = F.col("Date").cast("date") > F.lit(window_end)
+    perturbed_files, perturbed_rows = {}, 0
+    for split, files in (("train", features.train_files), ("validation", features.validation_files)):
+        rows = spark.read.parquet(*[storage.spark_uri(uri) for uri in files])
+        perturbed_rows += rows.filter(later).count()
+        types = dict(rows.dtypes)
+        rows = rows.withColumns({
+            LABEL_COL: F.when(later, F.col(LABEL_COL) + 0.5).otherwise(F.col(LABEL_COL)).cast(types[LABEL_COL]),
+            "Promo": F.when(later, 1 - F.col("Promo")).otherwise(F.col("Promo")).cast(types["Promo"])})
+        rows.write.mode("overwrite").parquet(storage.spark_uri(f"{root}/input/{split}"))
+        perturbed_files[split] = storage.parquet_files(f"{root}/input/{split}")
+    assert perturbed_rows > 1000   # the perturbation reaches most of the year before the as-of date
+    perturbed = replace(features, train_files=perturbed_files["train"],
+                        validation_files=perturbed_files["validation"])
+
+    def splits(feature_set, out: str) -> dict[str, pd.DataFrame]:
+        views = season_backtest.prepare_views(spark, feature_set, out, as_of)
+        assert isinstance(views, season_backtest.BacktestViews), views
+        files = {"train": views.training.train_files, "validation": views.training.validation_files,
+                 "window": views.scoring.validation_files}
+        return {name: spark.read.parquet(*[storage.spark_uri(uri) for uri in uris]).toPandas()
+                .sort_values(["StoreId", "Date"]).reset_index(drop=True) for name, uris in files.items()}
+
+    clean, moved = splits(features, f"{root}/clean"), splits(perturbed, f"{root}/moved")
+    for name in season_backtest.SPLITS:
+        assert len(clean[name]) > 0
+        pd.testing.assert_frame_equal(clean[name], moved[name], check_like=True)
