@@ -537,8 +537,8 @@ def change_features(attempt: Path, raw: Path, as_of: pd.Timestamp, variant: str)
 def stored_model(cell: Path):
     """The forward pass of the cell's committed model, opened and checked as predict and the gate open it (the
     cell's folder as the storage root, whose runs/ holds it)."""
-    from rossmann_jobs.forecast.forward_pass import ForwardPass
-    from rossmann_jobs.model_store import open_model
+    from rossmann_jobs.model.forward_pass import ForwardPass
+    from rossmann_jobs.model.store import open_model
 
     source = open_model(str(cell / "runs" / "run" / "model"), root=str(cell))
     return ForwardPass(source.artifact, source.weights_bytes(), source.attempt)

@@ -40,8 +40,9 @@ def worker(mode: str, steps: int, batch_size: int) -> dict:
     import tensorflow as tf
 
     from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
-    from rossmann_jobs.training.model import build_model, make_optimizer
-    from rossmann_jobs.training.params import TrainParams
+    from rossmann_jobs.model.architecture import build_model
+    from rossmann_jobs.model.params import TrainParams
+    from rossmann_jobs.training.optimizer import make_optimizer
     from rossmann_jobs.training.worker import _make_steps
     from testkit.horovod_steps import NoAllreduce, per_variable_train_step
 
