@@ -27,6 +27,7 @@ import pandas as pd
 from bench_quantile_origins import LEAD_WEEKS, TARGET_COVERAGE, in_target  # bench/, this script's folder
 
 from rossmann_jobs import storage
+from rossmann_jobs.metrics import coverage
 from rossmann_jobs.output_layout import QUANTILES_FILE
 from rossmann_jobs.synth.dataset import build_dataset
 from rossmann_jobs.synth.scenarios import scenario_config
@@ -48,10 +49,6 @@ def cell_rows(workdir: Path, scenario: str, stores: int, label: str, as_of: dt.d
                        shock=np.log(rows["ExpectedSales"] / rows["PointInTimeExpectedSales"]))
 
 
-def covered(actual: pd.Series, low: np.ndarray | pd.Series, high: np.ndarray | pd.Series) -> float:
-    return float(((actual >= low) & (actual <= high)).mean())
-
-
 def scores(rows: pd.DataFrame, sigma: dict[str, float], rng: np.random.Generator) -> dict[str, dict]:
     """{cell: {week: {model, exact, fair_at_d, shock_median}}}."""
     result: dict[str, dict] = {}
@@ -63,9 +60,9 @@ def scores(rows: pd.DataFrame, sigma: dict[str, float], rng: np.random.Generator
         low, high = np.exp(np.quantile(draws, [0.1, 0.9]))
         knowable = group["PointInTimeExpectedSales"]
         result.setdefault(cell, {})[int(week)] = {
-            "model": covered(group["Sales"], group["P10"], group["P90"]),
-            "exact": covered(group["Sales"], exact[:, 0], exact[:, 1]),
-            "fair_at_d": covered(group["Sales"], low * knowable, high * knowable),
+            "model": coverage(group["Sales"], group["P10"], group["P90"]),
+            "exact": coverage(group["Sales"], exact[:, 0], exact[:, 1]),
+            "fair_at_d": coverage(group["Sales"], low * knowable, high * knowable),
             "shock_median": float(group["shock"].median())}
     return result
 

@@ -69,7 +69,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_forecast_truth as bft  # noqa: E402  (the bench's train-and-predict through spark-submit)
 
-from rossmann_jobs import storage  # noqa: E402
+from rossmann_jobs import metrics, storage  # noqa: E402
 from rossmann_jobs.features.elapsed import NEAR_EVENT_DAYS  # noqa: E402
 from rossmann_jobs.features.recent_level import (  # noqa: E402
     CHRISTMAS_SEASON_LAST_JANUARY_DAY,
@@ -138,27 +138,26 @@ def scored_horizon(cell: Path, run: Path, name: str = "predictions") -> pd.DataF
     return rows[rows.Sales > 0]
 
 
-def pinball_loss(rows: pd.DataFrame, prefix: str) -> float:
+def quantile_loss_sum(rows: pd.DataFrame, prefix: str) -> float:
     """2 x the summed pinball loss of the quantile columns `<prefix>P10` .. over rows' Sales, averaged over the
     levels: the weighted quantile loss before its division by the sales (pooled over runs, the sums add up)."""
-    return float(np.mean([2 * np.sum(np.maximum(q * (rows.Sales - rows[f"{prefix}{n}"]),
-                                                (q - 1) * (rows.Sales - rows[f"{prefix}{n}"])))
+    return float(np.mean([2 * np.sum(metrics.pinball_loss(rows.Sales, rows[f"{prefix}{n}"], q))
                           for n, q in QUANTILE_LEVELS.items()]))
 
 
 def interval_scores(rows: pd.DataFrame) -> dict:
     """P10-P90 coverage (all, by lead week) and the weighted quantile loss against the naive baseline's quantiles."""
-    covered = (rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)
+    covered = metrics.in_interval(rows.Sales, rows.SalesP10, rows.SalesP90)
     return {"coverage": float(covered.mean()),
             "coverage_by_lead_week": [round(float(v), 4) for v in covered.groupby(rows.LeadWeek).mean()],
-            "wql_vs_naive": pinball_loss(rows, "Sales") / pinball_loss(rows, "SalesBaseline") - 1}
+            "wql_vs_naive": quantile_loss_sum(rows, "Sales") / quantile_loss_sum(rows, "SalesBaseline") - 1}
 
 
 def horizon_scores(cell: Path, run: Path) -> dict:
     rows = scored_horizon(cell, run)
     err = np.log(rows.SalesForecast / rows.ExpectedSales)
     metrics = json.loads((committed_dir(run / "model") / "metrics.json").read_text())
-    return {"exp_rmspe": float(np.sqrt(np.mean(((rows.Sales - rows.SalesForecast) / rows.Sales) ** 2))),
+    return {"exp_rmspe": metrics.exp_rmspe(rows.Sales, rows.SalesForecast),
             "median_log_error": float(np.median(err)),
             "median_log_error_by_lead_week": [round(float(v), 4) for v in err.groupby(rows.LeadWeek).median()],
             **interval_scores(rows),

@@ -34,6 +34,8 @@ from bench_horizon_level import EVENTS, ORIGIN_BLOCK_DAYS, committed_dir, lead_w
 from bench_quantile_centre import recorded_cells
 from bench_quantile_origins import LEAD_WEEKS
 
+from rossmann_jobs import metrics
+
 OUT = Path(__file__).resolve().parent / "out"
 
 
@@ -115,7 +117,8 @@ def cell_probes(home: Path, cell: Path, fills: list[int], with_lightgbm: bool) -
     for name, log_forecast in forecasts.items():
         log_forecast = log_forecast[sold]
         error = log_expected - log_forecast
-        out[name] = {"exp_rmspe": float(np.sqrt(np.nanmean(((sales - np.exp(log_forecast)) / sales) ** 2))),
+        known = ~np.isnan(log_forecast)   # NaN: a row lightgbm forecast no sales for
+        out[name] = {"exp_rmspe": metrics.exp_rmspe(sales[known], np.exp(log_forecast[known])),
                      "bias_by_lead_week": [float(np.nanmedian(error[week == w])) for w in LEAD_WEEKS]}
     return out
 

@@ -23,6 +23,8 @@ from bench_horizon_level import scored_horizon
 from bench_quantile_centre import VARIANT_DIR
 from bench_quantile_origins import LEAD_WEEKS
 
+from rossmann_jobs import metrics
+
 OUT = Path(__file__).resolve().parent / "out"
 
 
@@ -33,8 +35,8 @@ def run_scores(cell: Path, home: Path, output: str = "predictions") -> dict | No
     rows = scored_horizon(cell, run, output)
     error = np.log(rows.ExpectedSales / rows.SalesForecast)
     # unrounded, unlike bench_horizon_level.interval_scores' (4 digits): main() pools them weighted by rows
-    inside = (rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)
-    exp_rmspe = float(np.sqrt(np.mean(((rows.Sales - rows.SalesForecast) / rows.Sales) ** 2)))
+    inside = metrics.in_interval(rows.Sales, rows.SalesP10, rows.SalesP90)
+    exp_rmspe = metrics.exp_rmspe(rows.Sales, rows.SalesForecast)
     return {"run": str(home), "exp_rmspe": exp_rmspe,
             "bias_by_lead_week": [float(error[rows.LeadWeek == w].median()) for w in LEAD_WEEKS],
             "coverage_by_lead_week": [float(inside[rows.LeadWeek == w].mean()) for w in LEAD_WEEKS],

@@ -20,8 +20,10 @@ import json
 from pathlib import Path
 
 import numpy as np
-from bench_horizon_level import pinball_loss, scored_horizon
+from bench_horizon_level import quantile_loss_sum, scored_horizon
 from bench_quantile_origins import LEAD_WEEKS
+
+from rossmann_jobs import metrics
 
 OUT = Path(__file__).resolve().parent / "out"
 TARGET = (0.77, 0.83)   # issue 36: the 80 % interval covers 77-83 % per lead week
@@ -51,12 +53,12 @@ def main() -> None:
                 print(f"  {label}: no {wanted} under {folder}: left out of {name}")
                 continue
             rows = scored_horizon(Path(cell), folder / "runs" / "run", output)
-            inside = ((rows.Sales >= rows.SalesP10) & (rows.Sales <= rows.SalesP90)).groupby(rows.LeadWeek)
+            inside = metrics.in_interval(rows.Sales, rows.SalesP10, rows.SalesP90).groupby(rows.LeadWeek)
             counts = inside.sum().reindex(LEAD_WEEKS, fill_value=0), inside.count().reindex(LEAD_WEEKS, fill_value=0)
-            loss = {prefix: pinball_loss(rows, prefix) for prefix in ("Sales", "SalesBaseline")}
+            loss = {prefix: quantile_loss_sum(rows, prefix) for prefix in ("Sales", "SalesBaseline")}
             cells.setdefault(label, {})[name] = {
                 "run": str(folder), "output": output,
-                "exp_rmspe": float(np.sqrt(np.mean(((rows.Sales - rows.SalesForecast) / rows.Sales) ** 2))),
+                "exp_rmspe": metrics.exp_rmspe(rows.Sales, rows.SalesForecast),
                 "coverage_by_lead_week": [round(float(v), 4) for v in counts[0] / counts[1]],
                 "wql_vs_naive": loss["Sales"] / loss["SalesBaseline"] - 1}
             pool = pools.setdefault(stores, {}).setdefault(name, {"inside": np.zeros(len(LEAD_WEEKS)), "rows":

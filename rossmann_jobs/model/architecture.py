@@ -1,6 +1,5 @@
 """The network: the reference entity-embedding MLP for log(Sales) in stock Keras layers (build_model), which
 training fits; forward_pass.py computes the same network in numpy for forecasting, with output_scale from here.
-Also, for now, the exp-RMSPE metric training computes.
 """
 from __future__ import annotations
 
@@ -10,9 +9,6 @@ from typing import Mapping
 
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS
 from rossmann_jobs.model.params import TrainParams
-
-# The reference metric ignores rows whose log(Sales) is ~0 (Sales <= 1) to avoid dividing by ~nothing.
-RMSPE_MIN_LOG_SALES = 0.001
 
 
 def output_scale(max_sales: float) -> float:
@@ -79,19 +75,3 @@ its weights (rossmann_jobs/model/files.py): never deserialized.
     log_sales = layers.Rescaling(output_scale(max_sales), name="log_sales")(x)
     return tf.keras.Model([inputs[col] for col in FEATURE_COLS], log_sales, name="rossmann_mlp")
 
-
-def exp_rmspe_sums_tf(log_true, log_pred):
-    """(sum of squared percentage errors, number of rows counted) in TF, so ranks can allreduce exact totals."""
-    import tensorflow as tf
-
-    log_true = tf.reshape(tf.cast(log_true, tf.float32), [-1])
-    log_pred = tf.reshape(tf.cast(log_pred, tf.float32), [-1])
-    counted = log_true > RMSPE_MIN_LOG_SALES
-    # (exp(y) - exp(p)) / exp(y) == 1 - exp(p - y), which cannot overflow for large Sales.
-    squared = tf.square(1.0 - tf.exp(log_pred - log_true))
-    return (tf.reduce_sum(tf.where(counted, squared, tf.zeros_like(squared))),
-            tf.reduce_sum(tf.cast(counted, tf.float32)))
-
-
-def rmspe_from_sums(squared_sum: float, count: float) -> float:
-    return math.sqrt(squared_sum / count) if count > 0 else float("nan")

@@ -22,11 +22,10 @@ from typing import Any
 
 import rossmann_jobs
 from rossmann_jobs.job_protocol import configure_logging
+from rossmann_jobs.metrics import exp_rmspe_sums_tf, rmspe_from_sums
 from rossmann_jobs.model.architecture import (
     TrainStatistics,
     build_model,
-    exp_rmspe_sums_tf,
-    rmspe_from_sums,
 )
 from rossmann_jobs.model.params import TrainParams
 from rossmann_jobs.training import checkpoint, schedule

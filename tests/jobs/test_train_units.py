@@ -95,7 +95,7 @@ def test_saved_weights_rebuild_the_model_from_its_params_and_it_predicts_the_sam
 
 
 def test_exp_rmspe_sums_match_the_competition_formula_on_raw_sales():
-    from rossmann_jobs.model.architecture import exp_rmspe_sums_tf, rmspe_from_sums
+    from rossmann_jobs.metrics import exp_rmspe_sums_tf, rmspe_from_sums
 
     sales = np.array([100.0, 2000.0, 50.0, 1.0])          # Sales == 1 (log 0) is excluded, as in the reference
     predicted = np.array([110.0, 1800.0, 50.0, 7.0])
