@@ -284,7 +284,7 @@ def run_cell(stores: int, storage_kind: str, args: argparse.Namespace) -> dict:
         else:
             root, raw = str(cell / "out"), str(drop_dir)
             storage.delete_prefix(root)
-        # The jobs load models only from their storage root's runs/ and models/ (rossmann_jobs/model_trust.py).
+        # The jobs load models only from their storage root's runs/ and models/ (rossmann_jobs/model/trust.py).
         os.environ["ROSSMANN_STORAGE_ROOT"] = root
         features, model, predictions = (f"{root}/features", f"{root}/runs/model", f"{root}/runs/predictions")
         job_args = {"prepare": ["--raw", raw, "--out", features, "--as-of", args.as_of.isoformat()],

@@ -36,11 +36,11 @@ import numpy as np
 import pandas as pd
 
 from rossmann_jobs import storage
-from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+from rossmann_jobs.model.params import HOROVOD_REFERENCE, TrainParams
+from rossmann_jobs.model.trust import STORAGE_ROOT_ENV
 from rossmann_jobs.synth.cli import generate, land
 from rossmann_jobs.synth.dataset import SynthConfig
 from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_predictions
-from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,7 +95,7 @@ def train_args(config: str, args: argparse.Namespace) -> list[str]:
 
 def run_dir(work: Path, name: str) -> Path:
     """A run's folder: under `work`'s runs/, since the jobs load models only from their storage root's runs/ and
-    models/ (rossmann_jobs/model_trust.py; train_and_predict makes `work` that root)."""
+    models/ (rossmann_jobs/model/trust.py; train_and_predict makes `work` that root)."""
     return work / "runs" / name
 
 

@@ -1,7 +1,7 @@
 """Benchmark: predict-job throughput (vectorized mapInPandas) vs row-at-a-time inference as in Horovod's example.
 
 Builds a conforming features output at full Rossmann scale (41,088 test rows, ~47k validation rows) and the
-reference-size model (rossmann_jobs.training.model with the reference defaults, untrained weights: inference cost
+reference-size model (rossmann_jobs.model.architecture with the reference defaults, untrained weights: inference cost
 does not depend on their values), then in one Spark session (local[2]) measures:
   1. the whole predict job, cold (fresh Python workers: TF import + model load included);
   2. the whole predict job again, warm (workers reused, model cached);
@@ -33,9 +33,10 @@ import pyarrow.parquet as pq
 
 from rossmann_jobs import predict, storage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
-from rossmann_jobs.forecast.inference import BroadcastModel, with_log_forecast
-from rossmann_jobs.model_store import open_model
-from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+from rossmann_jobs.forecast.inference import with_log_forecast
+from rossmann_jobs.model.broadcast import BroadcastModel
+from rossmann_jobs.model.store import open_model
+from rossmann_jobs.model.trust import STORAGE_ROOT_ENV
 from rossmann_jobs.output_layout import METADATA_FILE, TEST_DIR, TRAIN_DIR, VALIDATION_DIR
 from rossmann_jobs.spark_session import build_spark_session
 
@@ -110,10 +111,10 @@ def write_raw_test(uri: str, test: pd.DataFrame) -> str:
 def write_model(uri: str) -> bytes:
     """The reference architecture (train job's builder, reference defaults), committed like the train job does;
     returns the same model as a whole-model HDF5 file, which only the row-at-a-time reference reads (built here)."""
-    from rossmann_jobs import model_files
-    from rossmann_jobs.model_trust import DIGESTS_KEY
-    from rossmann_jobs.training.model import build_model
-    from rossmann_jobs.training.params import TrainParams
+    from rossmann_jobs.model import files as model_files
+    from rossmann_jobs.model.architecture import build_model
+    from rossmann_jobs.model.params import TrainParams
+    from rossmann_jobs.model.trust import DIGESTS_KEY
 
     vocab_sizes = {c: VOCAB_COUNTS[c] + 1 for c in CATEGORICAL_COLS}
     model = build_model(vocab_sizes, MAX_SALES, TrainParams())
@@ -171,7 +172,7 @@ def machine() -> dict:
 def main() -> int:
     args = parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench-predict-")
-    # The jobs load models only from the storage root's runs/ or models/ (rossmann_jobs/model_trust.py).
+    # The jobs load models only from the storage root's runs/ or models/ (rossmann_jobs/model/trust.py).
     os.environ[STORAGE_ROOT_ENV] = workdir
     features_uri, model_uri = storage.join(workdir, "features"), storage.join(workdir, "runs", "model")
     started = time.perf_counter()

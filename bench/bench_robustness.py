@@ -55,6 +55,7 @@ from bench_forecast_truth import REPO, train_and_predict
 
 from rossmann_jobs import storage
 from rossmann_jobs.forecast.baseline import BASELINE_COL
+from rossmann_jobs.metrics import exp_rmspe
 from rossmann_jobs.output_layout import (
     PREDICTIONS_DIR,
     QUANTILES_FILE,
@@ -65,7 +66,6 @@ from rossmann_jobs.output_layout import (
 )
 from rossmann_jobs.synth.cli import generate, land
 from rossmann_jobs.synth.scenarios import SCENARIOS, scenario_config
-from rossmann_jobs.synth.truth import exp_rmspe
 from rossmann_jobs.synth.truth_scores import horizon_truth, score_forecast, score_quantiles
 
 QUALITY_BARS = (1.05, 1.10)   # x point-in-time floor: the quality bar (1.10) and a tighter one

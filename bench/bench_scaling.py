@@ -36,7 +36,7 @@ from pathlib import Path
 import psutil
 
 from rossmann_jobs import storage
-from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+from rossmann_jobs.model.trust import STORAGE_ROOT_ENV
 from testkit.job_process import spilled_bytes  # testkit/job_process.py
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,7 +107,7 @@ def measure_scale(scale: int, args: argparse.Namespace, work: Path, env: dict[st
     stores = args.base_stores * scale
     folder = work / f"x{scale}"
     folder.mkdir(parents=True, exist_ok=True)
-    # The jobs load models only from their storage root's runs/ (rossmann_jobs/model_trust.py): the folder is the
+    # The jobs load models only from their storage root's runs/ (rossmann_jobs/model/trust.py): the folder is the
     # root (main sets ROSSMANN_STORAGE_ROOT per scale), the model lies under its runs/.
     raw, features, model, forecast = (str(folder / name) for name in ("raw", "features", "runs/model", "forecast"))
     done_file = folder / "measured.json"

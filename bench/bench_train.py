@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 import stack as embedded  # scripts/stack/stack.py, on PYTHONPATH
+from rossmann_jobs.model.params import TrainParams
 from rossmann_jobs.spark_session import build_spark_session
 from rossmann_jobs.training.feature_set import load_feature_set, scan_files
-from rossmann_jobs.training.params import TrainParams
 from testkit.feature_fixtures import VOCAB_SIZES, write_features
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -50,8 +50,8 @@ def bench_fn(train_units, max_sales, batch_size, steps, warmup_steps, rounds, jo
     import tensorflow as tf
 
     from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
+    from rossmann_jobs.model.architecture import build_model
     from rossmann_jobs.training.feature_set import rank_units
-    from rossmann_jobs.training.model import build_model
     from rossmann_jobs.training.shard_input import eval_chunks, train_dataset
 
     hvd_keras.init()

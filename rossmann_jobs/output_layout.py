@@ -16,7 +16,7 @@ TRAIN_DIR, VALIDATION_DIR, TEST_DIR, REJECTED_DIR = "train", "validation", "test
 METADATA_FILE = "metadata.json"
 
 # train: a model attempt (the gate's pinned champion copy has the same layout). A model is data: artifact.json names
-# the params the code builds it from, weights.npz holds its weights (rossmann_jobs/model_files.py); MODEL_FILES are
+# the params the code builds it from, weights.npz holds its weights (rossmann_jobs/model/files.py); MODEL_FILES are
 # what a champion record's SHA-256 digests cover. LEGACY_MODEL_FILE is the whole-model HDF5 file of earlier releases:
 # named only to refuse it, never read (Keras deserializes code from it).
 MODEL_DIR, MODEL_WEIGHTS_FILE, ARTIFACT_FILE = "model", "weights.npz", "artifact.json"

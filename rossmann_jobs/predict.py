@@ -5,7 +5,7 @@ spark-submit rossmann_jobs/predict.py --model URI --features URI --raw URI --out
 --model is a committed train job output (resolved through its _SUCCESS manifest) or a model attempt itself: an
 attempt prefix, or the gate's pinned champion copy of one (same layout: model/, metrics.json), under the storage
 root's models/ or runs/ and with the SHA-256 recorded for it (--model-sha256, else its train job's): the model is
-built by this code from artifact.json and its weights.npz, never deserialized (rossmann_jobs/model_files.py).
+built by this code from artifact.json and its weights.npz, never deserialized (rossmann_jobs/model/files.py).
 --features is a committed prepare job output, --raw the drop it was prepared from: submission.csv holds exactly one
 row per Id of its test.csv, whose SHA-256 must be the one prepare recorded (a drop landed again since is refused).
 The committed attempt under --out holds submission.csv, forecast_quantiles.csv (Id, Date, Store and P10/P50/P90, or
@@ -29,7 +29,7 @@ from rossmann_jobs import storage
 from rossmann_jobs.forecast import metrics, quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.calibration import calibrate_quantiles
-from rossmann_jobs.forecast.inference import BroadcastModel, SeasonalNaive
+from rossmann_jobs.forecast.inference import SeasonalNaive
 from rossmann_jobs.forecast.inputs import ForecastInputError
 from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.predict_inputs import (
@@ -52,9 +52,10 @@ from rossmann_jobs.forecast.predictions import (
 from rossmann_jobs.forecast.submission import csv_bytes
 from rossmann_jobs.forecast_report import model_info, read_report_context, report_metrics, write_report
 from rossmann_jobs.job_runner import run_job, timed
-from rossmann_jobs.model_files import ARTIFACT_PATH
-from rossmann_jobs.model_store import open_model
-from rossmann_jobs.model_trust import ModelRefusedError
+from rossmann_jobs.model.broadcast import BroadcastModel
+from rossmann_jobs.model.files import ARTIFACT_PATH
+from rossmann_jobs.model.store import open_model
+from rossmann_jobs.model.trust import ModelRefusedError
 from rossmann_jobs.output_layout import METADATA_FILE, PREDICTIONS_DIR, QUANTILES_FILE, REPORT_PAGE, SUBMISSION_FILE
 from rossmann_jobs.spark_session import read_parquet
 

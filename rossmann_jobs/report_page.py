@@ -11,7 +11,7 @@ from rossmann_jobs.html_page import embedded_png, format_value, html_table, page
 
 ACTUAL, FORECAST = "SalesActual", "SalesForecast"
 
-# The quality gate's three forecasts on the same validation rows (rossmann_jobs/training/gate_scores.py).
+# The quality gate's three forecasts on the same validation rows (rossmann_jobs/gate_scores.py).
 GATE_FORECASTS = (("challenger", "this run's model", "tab:orange"), ("champion", "champion as of the date", "tab:blue"),
                   ("baseline", "naive seasonal baseline", "tab:gray"))
 

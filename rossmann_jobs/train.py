@@ -8,7 +8,7 @@ spark-submit rossmann_jobs/train.py --features URI --out URI [--num-proc N] [--e
 Each Horovod rank streams its own Parquet shard from the store; nothing is collected to the driver. Rank 0 writes a
 checkpoint to <out>/checkpoints/ every epoch; a re-run of the same --out resumes from it (unless --no-resume).
 After training, the driver scores the committed model, the --champion-model (if any) and the naive seasonal baseline
-on the validation rows (training/gate_scores.py): metrics.json `gate_scores`, the quality gate's input.
+on the validation rows (gate_scores.py): metrics.json `gate_scores`, the quality gate's input.
 --warm-start-model (the champion as of D, in the DAG) starts a fresh run from that model's weights, embeddings
 re-indexed to today's vocabularies (training/warm_start.py), and fine-tunes for --warm-start-epochs; an incompatible
 model means a cold start of --epochs, logged and recorded in metrics.json `warm_start`.
@@ -24,17 +24,17 @@ from datetime import date
 from typing import Any
 
 from rossmann_jobs import storage
+from rossmann_jobs.gate_scores import gate_scores
 from rossmann_jobs.job_runner import run_job, timed
-from rossmann_jobs.model_files import read_weights
-from rossmann_jobs.model_files import write_model as write_model_files
-from rossmann_jobs.model_store import ModelSource
-from rossmann_jobs.model_trust import DIGESTS_KEY, ModelRefusedError
+from rossmann_jobs.model.files import read_weights
+from rossmann_jobs.model.files import write_model as write_model_files
+from rossmann_jobs.model.params import LR_SCHEDULES, TrainParams
+from rossmann_jobs.model.store import ModelSource
+from rossmann_jobs.model.trust import DIGESTS_KEY, ModelRefusedError
 from rossmann_jobs.output_layout import TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
 from rossmann_jobs.training import checkpoint, network, season_backtest, train_outputs
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
-from rossmann_jobs.training.gate_scores import gate_scores
 from rossmann_jobs.training.horovod_launch import prepare_horovod_spark, rank_python
-from rossmann_jobs.training.params import LR_SCHEDULES, TrainParams
 from rossmann_jobs.training.prepared_files import train_statistics
 from rossmann_jobs.training.warm_start import WarmStart, plan_warm_start
 from rossmann_jobs.training.worker import WorkerConfig, train_fn

@@ -27,7 +27,7 @@ from rossmann.publication import forecast_registry_record, replaces_latest
 from rossmann.report_link import ForecastReportLink, report_uri
 from rossmann.uris import pinned_model_uri, record_as_of
 from rossmann_jobs.commit_protocol import attempt_uri
-from rossmann_jobs.model_trust import DIGESTS_KEY, decode_digests, encode_digests, sha256_hex
+from rossmann_jobs.model.trust import DIGESTS_KEY, decode_digests, encode_digests, sha256_hex
 from rossmann_jobs.output_layout import (
     MODEL_FILES,
     NAIVE_FORECAST_MODEL,

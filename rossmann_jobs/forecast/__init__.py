@@ -1,1 +1,1 @@
-"""Forecast side of the pipeline: model loading, vectorized inference, submission checks, metrics and report."""
+"""Forecast side of the pipeline: inputs, naive baseline, model or baseline forecast, quantiles, submission, metrics."""

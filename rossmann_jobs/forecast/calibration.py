@@ -7,8 +7,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from rossmann_jobs.forecast import quantiles
-from rossmann_jobs.forecast.inference import LOG_FORECAST_COL
 from rossmann_jobs.forecast.metrics import ACTUAL_COL
+from rossmann_jobs.model.broadcast import LOG_FORECAST_COL
 
 log = logging.getLogger("rossmann.predict")
 

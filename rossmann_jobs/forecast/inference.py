@@ -1,56 +1,13 @@
-"""Vectorized inference: the model's numpy forward pass, built once per Python worker, applied to whole Arrow
-batches (mapInPandas)."""
+"""The day's log forecast from the model (model/broadcast.py) or, when no model may forecast the date, from the
+naive seasonal baseline in its place."""
 from __future__ import annotations
 
-from typing import Callable, Iterator
-
-import numpy as np
-import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from rossmann_jobs.features.spec import FEATURE_COLS
 from rossmann_jobs.forecast.baseline import BASELINE_COL
-from rossmann_jobs.forecast.forward_pass import ForwardPass
-from rossmann_jobs.forecast.model_cache import load_model
-from rossmann_jobs.model_store import ModelSource
+from rossmann_jobs.model.broadcast import LOG_FORECAST_COL, BroadcastModel, with_model_log_forecast
 from rossmann_jobs.output_layout import NAIVE_FORECAST_MODEL
-
-LOG_FORECAST_COL = "LogSalesForecast"
-
-
-class BroadcastModel:
-    """The model's artifact and weights, read and checked once on the driver (whose credentials reach the store:
-    ModelSource.weights_bytes verifies the SHA-256) and broadcast to executors, which build the model from them."""
-
-    def __init__(self, spark, source: ModelSource):
-        self.uri = source.attempt
-        self._broadcast = spark.sparkContext.broadcast((source.artifact, source.weights_bytes()))
-
-    def content(self) -> tuple[dict, bytes]:
-        return self._broadcast.value
-
-    def destroy(self) -> None:
-        self._broadcast.destroy()
-
-
-def predict_log_sales(batch: pd.DataFrame, model: ForwardPass) -> np.ndarray:
-    if batch.empty:
-        return np.empty(0, dtype=np.float32)
-    return model(batch)
-
-
-def forecast_batches(model_uri: str, model_content: Callable[[], tuple[dict, bytes]], keep: list[str]
-                     ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The mapInPandas function: takes the model from the per-process cache, then one forward pass per batch."""
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        model = load_model(model_uri, model_content)
-        for batch in batches:
-            out = batch[keep].copy()
-            out[LOG_FORECAST_COL] = predict_log_sales(batch, model)
-            yield out
-    return run
 
 
 class SeasonalNaive:
@@ -67,7 +24,4 @@ def with_log_forecast(df: DataFrame, model: BroadcastModel | SeasonalNaive, keep
     """df's `keep` columns plus LOG_FORECAST_COL (float32 log Sales) predicted by the model."""
     if isinstance(model, SeasonalNaive):
         return df.select(*keep, F.log(F.col(BASELINE_COL)).cast("float").alias(LOG_FORECAST_COL))
-    schema = T.StructType([df.schema[name] for name in keep]
-                          + [T.StructField(LOG_FORECAST_COL, T.FloatType(), nullable=False)])
-    columns = list(dict.fromkeys(keep + FEATURE_COLS))
-    return df.select(*columns).mapInPandas(forecast_batches(model.uri, model.content, keep), schema)
+    return with_model_log_forecast(df, model, keep)

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from rossmann_jobs.features.recent_level import LEAD_COL
 from rossmann_jobs.features.spec import LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL
-from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel, with_log_forecast
+from rossmann_jobs.forecast.inference import with_log_forecast
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL
 from rossmann_jobs.forecast.open_rule import CLOSED, OPEN_STATUS_COL, is_forecast
 from rossmann_jobs.forecast.quantiles import (
@@ -29,6 +29,7 @@ from rossmann_jobs.forecast.quantiles import (
     quantile_columns,
     with_quantiles,
 )
+from rossmann_jobs.model.broadcast import LOG_FORECAST_COL, BroadcastModel
 
 SPLIT_COL = "split"
 TEST, VALIDATION = "test", "validation"

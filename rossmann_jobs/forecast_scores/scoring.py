@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs.features.validate import acceptable
 from rossmann_jobs.forecast.baseline import BASELINE_COL
-from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL, rmspe
+from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL
 from rossmann_jobs.forecast.quantiles import (
     BASELINE_PREFIX,
     MODEL_PREFIX,
@@ -39,6 +39,7 @@ from rossmann_jobs.forecast_scores.score_records import (
     MODEL_QUANTILE_LOSS,
     MODEL_RMSPE,
 )
+from rossmann_jobs.metrics import interval_coverage, rmspe, weighted_quantile_loss
 
 KEY_COL, AS_OF_COL = "ForecastKey", "ForecastAsOf"   # "<as_of>/<run key>" and its as-of date D0
 LEAD_COL, LEAD_WEEK_COL, HAS_FORECAST_COL = "LeadDay", "LeadWeek", "HasForecast"
@@ -93,26 +94,6 @@ def scored_rows(forecasts: DataFrame, actuals: DataFrame, scoring_date: date) ->
 def median_ratio(actual: str, forecast: str) -> Column:
     """The exact median of forecast / actual (scored rows have actual > 0): exact, so re-runs agree to the bit."""
     return F.median(F.col(forecast) / F.col(actual))
-
-
-def interval_coverage(actual: str, low: str, high: str) -> Column:
-    """The share of rows whose actual lies in [low, high]."""
-    return F.avg(F.col(actual).between(F.col(low), F.col(high)).cast("double"))
-
-
-def pinball(actual: str, quantile: str, level: float) -> Column:
-    """The quantile (pinball) loss of one row: level x (y - q) when y >= q, (1 - level) x (q - y) below."""
-    error = F.col(actual) - F.col(quantile)
-    return F.greatest(F.lit(level) * error, F.lit(level - 1) * error)
-
-
-def weighted_quantile_loss(actual: str, quantiles: list[str], levels: tuple[float, ...]) -> Column:
-    """Amazon Forecast's wQL averaged over the levels: per level 2 sum(pinball) / sum(actual)."""
-    losses = [2 * F.sum(pinball(actual, name, level)) / F.sum(actual) for name, level in zip(quantiles, levels)]
-    total = losses[0]
-    for loss in losses[1:]:
-        total = total + loss
-    return total / len(losses)
 
 
 def complete(columns: list[str]) -> Column:

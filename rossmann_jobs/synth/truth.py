@@ -7,16 +7,9 @@ import math
 
 import numpy as np
 
+from rossmann_jobs.metrics import exp_rmspe
+
 ONE_YEAR = dt.timedelta(days=365)
-
-
-def exp_rmspe(actual: np.ndarray, predicted: np.ndarray) -> float:
-    """sqrt(mean(((y - y_hat) / y)^2)) over the rows with y > 0 (the competition metric); NaN if none."""
-    actual, predicted = np.asarray(actual, dtype=float), np.asarray(predicted, dtype=float)
-    positive = actual > 0
-    if not positive.any():
-        return float("nan")
-    return float(np.sqrt(np.mean(((actual[positive] - predicted[positive]) / actual[positive]) ** 2)))
 
 
 def theoretical_floor(sigma: float) -> float:

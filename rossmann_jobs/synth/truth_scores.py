@@ -4,7 +4,7 @@ data set the drop came from (deterministic), reads the predict job's committed o
 seasonal baseline in predictions/) and prints exp-RMSPE against the hidden Sales of the drop's test.csv rows (Sales
 > 0): the model, the naive baseline, the noise floor (the noise-free expected sales) and the point-in-time floor
 (the expected sales as known on D, synth/point_in_time_floor.py). score_quantiles scores quantile forecasts the same
-way: P10-P90 coverage and weighted quantile loss (as forecast_scores/scoring.py defines them), beside the exact
+way: P10-P90 coverage and weighted quantile loss (as rossmann_jobs/metrics.py defines them), beside the exact
 quantiles of the generated sales (the noise is log-normal: Sales = expected x exp(eps), eps ~ N(0, sigma^2), so the
 q quantile is expected x exp(sigma z_q), rounding aside), and beside the same noise around the point-in-time
 expectation: the interval of a forecast that knows all that D knows and only the noise's spread (not how far the
@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 
 from rossmann_jobs.forecast.baseline import BASELINE_COL
+from rossmann_jobs.metrics import coverage, exp_rmspe, quantile_loss
 from rossmann_jobs.output_layout import PREDICTIONS_DIR, SUBMISSION_FILE
 from rossmann_jobs.synth.point_in_time_floor import point_in_time_expected
-from rossmann_jobs.synth.truth import exp_rmspe
 
 
 def horizon_truth(dataset, as_of: dt.date) -> pd.DataFrame:
@@ -84,12 +84,9 @@ def exact_quantiles(expected: np.ndarray, sigma: float, levels: Sequence[float])
 
 def quantile_scores(actual: np.ndarray, quantiles: np.ndarray, levels: Sequence[float]) -> dict:
     """coverage: share of actuals in [lowest, highest quantile]; quantile_loss: per level 2 sum(pinball) /
-    sum(actual), averaged over the levels (forecast_scores/scoring.py's definitions, in numpy)."""
-    error = actual[:, None] - quantiles
-    tau = np.asarray(levels, float)[None, :]
-    pinball = np.maximum(tau * error, (tau - 1) * error)
-    return {"coverage": float(np.mean((actual >= quantiles[:, 0]) & (actual <= quantiles[:, -1]))),
-            "quantile_loss": float(np.mean(2 * pinball.sum(axis=0) / actual.sum()))}
+    sum(actual), averaged over the levels (rossmann_jobs/metrics.py, as the score job scores them)."""
+    return {"coverage": coverage(actual, quantiles[:, 0], quantiles[:, -1]),
+            "quantile_loss": quantile_loss(actual, quantiles, levels)}
 
 
 def score_quantiles(truth: pd.DataFrame, plan: pd.DataFrame, as_of: dt.date, sigma: float,

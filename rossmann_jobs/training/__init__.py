@@ -1,1 +1,1 @@
-"""Training internals of the train job: model, shard input, LR schedule, checkpoints, worker loop, report."""
+"""Training internals of the train job: optimizer, shard input, LR schedule, checkpoints, worker loop, report."""

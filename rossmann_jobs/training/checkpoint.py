@@ -1,7 +1,7 @@
 """Per-epoch training checkpoints under <out>/checkpoints/, each committed by a pointer object written last.
 
 Layout: `epoch-<K>-<id>/` (weights.h5, optimizer.npz, state.json) holds the latest training state and
-`best-<K>-<id>/weights.npz` the best model's weights so far (model_files.weights_bytes: plain arrays); `latest.json`
+`best-<K>-<id>/weights.npz` the best model's weights so far (model/files.weights_bytes: plain arrays); `latest.json`
 names both, relative to the checkpoint root. A single PUT (or local rename) is atomic, so a crash mid-write leaves
 the previous pointer valid; the next checkpoint removes the orphaned folders.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from rossmann_jobs import storage
-from rossmann_jobs.model_files import weights_bytes
+from rossmann_jobs.model.files import weights_bytes
 from rossmann_jobs.output_layout import MODEL_WEIGHTS_FILE
 
 CHECKPOINT_DIR = "checkpoints"
@@ -85,7 +85,7 @@ def optimizer_bytes(optimizer) -> bytes:
 
 
 def restore_optimizer(optimizer, data: bytes) -> None:
-    """Assign saved slot values in order; the optimizer's slots must exist (model.make_optimizer)."""
+    """Assign saved slot values in order; the optimizer's slots must exist (optimizer.make_optimizer)."""
     saved = np.load(io.BytesIO(data))
     variables = optimizer.weights
     if len(saved.files) != len(variables):

@@ -8,9 +8,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from rossmann_jobs import storage
 from rossmann_jobs.features.spec import CONTINUOUS_COLS, LABEL_COL
+from rossmann_jobs.model.architecture import TrainStatistics
 from rossmann_jobs.spark_session import read_parquet
 from rossmann_jobs.training.feature_set import FeatureDataError
-from rossmann_jobs.training.model import TrainStatistics
 
 STATISTICS_COLUMNS = [LABEL_COL, *CONTINUOUS_COLS]
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rossmann_jobs.training.params import TrainParams
+from rossmann_jobs.model.params import TrainParams
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
+from rossmann_jobs.model.params import TrainParams
 from rossmann_jobs.training.feature_set import FeatureSet
-from rossmann_jobs.training.params import TrainParams
 
 
 def artifact_description(features: FeatureSet, summary: dict[str, Any], params: TrainParams) -> dict[str, Any]:
     """model/artifact.json: everything predict needs besides the weights to build the model (params, vocab_sizes,
-    max_sales) and turn prepared rows into Sales. model_files.write_model adds its format and weights file."""
+    max_sales) and turn prepared rows into Sales. model/files.write_model adds its format and weights file."""
     return {
         "feature_order": FEATURE_COLS,
         "categorical": CATEGORICAL_COLS,

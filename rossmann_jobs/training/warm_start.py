@@ -1,6 +1,6 @@
 """Warm start: a new model begins from an earlier model's weights, embedding rows re-indexed to today's vocabularies.
 
-The driver plans it (plan_warm_start): the earlier model must be in this code's format (model_files.py: params +
+The driver plans it (plan_warm_start): the earlier model must be in this code's format (model/files.py: params +
 weights, never a whole Keras model), have the same architecture (hidden units, embedding width) and feature columns,
 else the run starts cold and says why; one outside the allowed prefixes or unlike its recorded SHA-256 fails the
 run. Each categorical value keeps the embedding row it had in the earlier model; a value that model never saw gets
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, UNKNOWN_INDEX
-from rossmann_jobs.model_files import read_weights
-from rossmann_jobs.model_store import ModelSource, open_model
-from rossmann_jobs.model_trust import IncompatibleModelError
+from rossmann_jobs.model.files import read_weights
+from rossmann_jobs.model.params import TrainParams
+from rossmann_jobs.model.store import ModelSource, open_model
+from rossmann_jobs.model.trust import IncompatibleModelError
 from rossmann_jobs.training.feature_set import FeatureSet
-from rossmann_jobs.training.params import TrainParams
 
 log = logging.getLogger("rossmann.train")
 
@@ -52,7 +52,7 @@ def embedding_rows(new_values: list[Any], old_values: list[Any]) -> list[int]:
 def plan_warm_start(model_uri: str, features: FeatureSet, params: TrainParams,
                     model_sha256: str = "") -> tuple[WarmStart | None, str]:
     """(plan, "") or (None, why the model cannot seed this run). model_uri: a committed train output or attempt,
-    model_sha256 its recorded digests (model_trust.encode_digests; empty: those its train job committed)."""
+    model_sha256 its recorded digests (model/trust.encode_digests; empty: those its train job committed)."""
     try:
         source = open_model(model_uri, model_sha256)
     except IncompatibleModelError as error:

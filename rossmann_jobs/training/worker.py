@@ -22,16 +22,15 @@ from typing import Any
 
 import rossmann_jobs
 from rossmann_jobs.job_protocol import configure_logging
-from rossmann_jobs.training import checkpoint, schedule
-from rossmann_jobs.training.feature_set import ParquetUnit, rank_units
-from rossmann_jobs.training.model import (
+from rossmann_jobs.metrics import exp_rmspe_sums_tf, rmspe_from_sums
+from rossmann_jobs.model.architecture import (
     TrainStatistics,
     build_model,
-    exp_rmspe_sums_tf,
-    make_optimizer,
-    rmspe_from_sums,
 )
-from rossmann_jobs.training.params import TrainParams
+from rossmann_jobs.model.params import TrainParams
+from rossmann_jobs.training import checkpoint, schedule
+from rossmann_jobs.training.feature_set import ParquetUnit, rank_units
+from rossmann_jobs.training.optimizer import make_optimizer
 from rossmann_jobs.training.shard_input import eval_chunks, local_copies, split_label, steps_per_epoch, train_dataset
 from rossmann_jobs.training.warm_start import WarmStart, load_weights
 

@@ -356,7 +356,7 @@ def shuffled_rank_run(dag_test_stack, first_run):
     """Negative control: local mode's own features with rank 1's train labels shuffled, then train and predict with
     the exact arguments local mode's tasks rendered (spark-submit, local[2]), outside Airflow."""
     stack, plan = dag_test_stack, first_run["summary"]["xcom"]["plan_run"]
-    # Under runs/: the jobs load models only from the storage root's models/ and runs/ (model_trust).
+    # Under runs/: the jobs load models only from the storage root's models/ and runs/ (model/trust.py).
     base = f"s3://{stack.bucket}/runs/negative-control/{FIRST_DATE}"
     env = {**os.environ, **embedded.aws_env(stack.state, stack.endpoint), "PYTHONPATH": str(REPO_ROOT),
            "PATH": f"{JOBS_PYTHON.parent}{os.pathsep}{os.environ.get('PATH', '')}"}

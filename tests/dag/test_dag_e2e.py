@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from rossmann_jobs.model_trust import sha256_hex
+from rossmann_jobs.model.trust import sha256_hex
 from rossmann_jobs.output_layout import MODEL_FILES
 from stack_helpers import (
     AIRFLOW_PYTHON,

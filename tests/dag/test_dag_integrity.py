@@ -185,7 +185,7 @@ def test_train_gets_every_hyperparameter_param_and_the_defaults_are_the_train_jo
         assert args[args.index(flag) + 1] == "{{ params.%s }}" % param, flag
     # The train job's own defaults, the measured best (rossmann_jobs is not installed in the Airflow env: load the
     # module by path). A scheduled run must train what bench/RESULTS.md measured, not an older setting.
-    spec = importlib.util.spec_from_file_location("train_params", REPO_ROOT / "rossmann_jobs/training/params.py")
+    spec = importlib.util.spec_from_file_location("train_params", REPO_ROOT / "rossmann_jobs/model/params.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module   # dataclasses resolve their module by name
     spec.loader.exec_module(module)

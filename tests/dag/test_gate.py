@@ -15,7 +15,7 @@ from rossmann.forecast_tasks import NAIVE_FALLBACK, apply_quality_gate, find_cha
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion, season_verdict
 from rossmann.uris import plan_run_uris
 from rossmann_jobs.commit_protocol import manifest_document, manifest_uri
-from rossmann_jobs.model_trust import sha256_hex
+from rossmann_jobs.model.trust import sha256_hex
 
 HISTORY = "s3://b/models/champions/history"
 

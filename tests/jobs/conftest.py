@@ -81,8 +81,8 @@ def s3_bucket(s3_server):
 @pytest.fixture()
 def storage_root(tmp_path, monkeypatch):
     """This test's storage root (ROSSMANN_STORAGE_ROOT, inherited by the jobs it starts): models load only from
-    <tmp_path>/models/ and <tmp_path>/runs/ (rossmann_jobs/model_trust.py)."""
-    from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+    <tmp_path>/models/ and <tmp_path>/runs/ (rossmann_jobs/model/trust.py)."""
+    from rossmann_jobs.model.trust import STORAGE_ROOT_ENV
 
     monkeypatch.setenv(STORAGE_ROOT_ENV, str(tmp_path))
     return str(tmp_path)

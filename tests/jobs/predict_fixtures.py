@@ -10,12 +10,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rossmann_jobs import model_files, storage
+from rossmann_jobs import storage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
-from rossmann_jobs.model_trust import DIGESTS_KEY
+from rossmann_jobs.model import files as model_files
+from rossmann_jobs.model.architecture import build_model as build_network
+from rossmann_jobs.model.params import TrainParams
+from rossmann_jobs.model.trust import DIGESTS_KEY
 from rossmann_jobs.output_layout import METADATA_FILE, TEST_DIR, TRAIN_DIR, VALIDATION_DIR
-from rossmann_jobs.training.model import build_model as build_network
-from rossmann_jobs.training.params import TrainParams
 
 STORE_IDS = [1, 3, 7, 12, 25, 40]     # non-contiguous, so a raw id used as an index would show
 MAX_SALES = 20000.0
@@ -145,7 +146,7 @@ FIXTURE_PARAMS = TrainParams(hidden_units=(16,), embedding_dim=3)
 
 
 def build_model(vocabs: dict[str, list], seed: int = 7):
-    """A small model built as the train job builds it (training/model.py), so predict can rebuild it from its
+    """A small model built as the train job builds it (model/architecture.py), so predict can rebuild it from its
     artifact: embeddings + batch-normalised continuous -> dense -> scaled sigmoid."""
     import tensorflow as tf
 

@@ -7,11 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from rossmann_jobs import model_files
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
-from rossmann_jobs.forecast.forward_pass import ForwardPass
-from rossmann_jobs.model_trust import IncompatibleModelError
-from rossmann_jobs.training.params import TrainParams
+from rossmann_jobs.model import files as model_files
+from rossmann_jobs.model.forward_pass import ForwardPass
+from rossmann_jobs.model.params import TrainParams
+from rossmann_jobs.model.trust import IncompatibleModelError
 from testkit.feature_fixtures import VOCAB_SIZES, feature_table
 
 PARAMS = TrainParams(hidden_units=(32, 16, 8), embedding_dim=4)
@@ -24,7 +24,7 @@ def trained_like():
     and scale included, so no layer of the pass is checked at an identity."""
     import tensorflow as tf
 
-    from rossmann_jobs.training.model import build_model
+    from rossmann_jobs.model.architecture import build_model
 
     tf.keras.utils.set_random_seed(3)
     model = build_model(VOCAB_SIZES, MAX_SALES, PARAMS)
@@ -89,8 +89,8 @@ def test_weights_of_another_shape_are_refused(trained_like):
 
 def test_forecasting_imports_no_tensorflow():
     """What a predict or gate Python worker imports to forecast: TensorFlow is not among it."""
-    code = ("import sys; import rossmann_jobs.forecast.inference, rossmann_jobs.forecast.model_cache, "
-            "rossmann_jobs.predict, rossmann_jobs.training.gate_scores; "
+    code = ("import sys; import rossmann_jobs.forecast.inference, rossmann_jobs.model.cache, "
+            "rossmann_jobs.predict, rossmann_jobs.gate_scores; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'horovod')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

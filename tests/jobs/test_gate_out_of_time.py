@@ -2,7 +2,7 @@
 unbiased champion, though it wins on Horovod's year-earlier window (which lies inside the training period).
 
 Real prepare runs (both --validation-window rules) on one generated drop, two models fitted in-process, and the
-train job's gate scores (training/gate_scores.py) and the DAG's decision (plugins/rossmann/gate.py) on them.
+train job's gate scores (gate_scores.py) and the DAG's decision (plugins/rossmann/gate.py) on them.
 """
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from rossmann.gate import decide_promotion  # noqa: E402  (pure: standard librar
 from rossmann_jobs import storage
 from rossmann_jobs.features import split
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
-from rossmann_jobs.model_store import open_model
-from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+from rossmann_jobs.model.params import TrainParams
+from rossmann_jobs.model.store import open_model
+from rossmann_jobs.model.trust import STORAGE_ROOT_ENV
 from rossmann_jobs.prepare import run_prepare
 from rossmann_jobs.synth.cli import land
 from rossmann_jobs.synth.dataset import SynthConfig
 from rossmann_jobs.training.feature_set import load_feature_set
-from rossmann_jobs.training.params import TrainParams
 from tests.jobs.predict_fixtures import commit_model
 
 AS_OF = date(2015, 7, 31)
@@ -62,7 +62,7 @@ def fitted_model(features, rows, log_shift: np.ndarray):
     """A model of the train job's architecture fitted on `rows` with log(Sales) + log_shift as the label."""
     import tensorflow as tf
 
-    from rossmann_jobs.training.model import build_model
+    from rossmann_jobs.model.architecture import build_model
 
     recent = features[split.RECENT]
     tf.keras.utils.set_random_seed(5)
@@ -99,7 +99,7 @@ def gate_models(features, tmp_path_factory):
 
 
 def test_the_biased_challenger_wins_a_year_earlier_but_is_not_promoted_out_of_time(spark, features, gate_models):
-    from rossmann_jobs.training.gate_scores import gate_scores
+    from rossmann_jobs.gate_scores import gate_scores
 
     champion = {"model_uri": gate_models["champion"], "as_of": "2015-07-30"}
     scores, decisions = {}, {}

@@ -1,4 +1,4 @@
-"""The train job's gate scores (training/gate_scores.py) in-process: challenger, champion with other vocabularies and
+"""The train job's gate scores (gate_scores.py) in-process: challenger, champion with other vocabularies and
 naive baseline on the same validation rows, each checked against an independent numpy/pandas computation."""
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 
 from rossmann_jobs import storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
-from rossmann_jobs.model_store import open_model
-from rossmann_jobs.model_trust import STORAGE_ROOT_ENV, encode_digests
+from rossmann_jobs.model.params import TrainParams
+from rossmann_jobs.model.store import open_model
+from rossmann_jobs.model.trust import STORAGE_ROOT_ENV, encode_digests
 from rossmann_jobs.output_layout import TRAIN_DIR, VALIDATION_DIR
 from rossmann_jobs.training.feature_set import load_feature_set
-from rossmann_jobs.training.params import TrainParams
 from testkit.feature_fixtures import VOCAB_SIZES, write_features
 from tests.jobs.predict_fixtures import commit_model
 
@@ -53,7 +53,7 @@ def models(dated, tmp_path_factory):
     vocabularies: its Store and Promo indices are reversed, so only re-indexed inputs reproduce the challenger."""
     import tensorflow as tf
 
-    from rossmann_jobs.training.model import build_model
+    from rossmann_jobs.model.architecture import build_model
 
     root = str(tmp_path_factory.mktemp("root"))
     tf.keras.utils.set_random_seed(3)
@@ -106,7 +106,7 @@ def naive_baseline(history, rows, end: date) -> np.ndarray:
 
 
 def test_scores_are_the_same_rows_exp_rmspe_of_challenger_champion_and_baseline(spark, dated, models):
-    from rossmann_jobs.training.gate_scores import gate_scores
+    from rossmann_jobs.gate_scores import gate_scores
 
     scores = gate_scores(spark, dated, models["challenger_source"], models["champion"], models["champion_sha256"])
     validation, train = split_frame(dated, VALIDATION_DIR), split_frame(dated, TRAIN_DIR)
@@ -129,7 +129,7 @@ def test_scores_are_the_same_rows_exp_rmspe_of_challenger_champion_and_baseline(
 
 
 def test_without_a_champion_only_challenger_and_baseline_are_scored(spark, dated, models):
-    from rossmann_jobs.training.gate_scores import gate_scores
+    from rossmann_jobs.gate_scores import gate_scores
 
     scores = gate_scores(spark, dated, models["challenger_source"], "")
     assert scores["champion"] is None and scores["champion_model_uri"] is None
@@ -137,7 +137,7 @@ def test_without_a_champion_only_challenger_and_baseline_are_scored(spark, dated
 
 
 def test_no_history_before_the_validation_window_means_no_baseline_score(spark, models, tmp_path):
-    from rossmann_jobs.training.gate_scores import gate_scores
+    from rossmann_jobs.gate_scores import gate_scores
 
     write_features(str(tmp_path), train_rows=200, validation_rows=50, num_shards=1)   # every row on one day
     scores = gate_scores(spark, load_feature_set(str(tmp_path)), models["challenger_source"], None)
@@ -148,7 +148,7 @@ def test_the_baseline_window_ends_before_the_validation_window_prepare_recorded(
     """Read from metadata.json without a query; features without the record fall back to the first row's date."""
     import dataclasses
 
-    from rossmann_jobs.training.gate_scores import validation_window_start
+    from rossmann_jobs.gate_scores import validation_window_start
     from rossmann_jobs.training.prepared_files import read_files
 
     validation = read_files(spark, dated.validation_files)

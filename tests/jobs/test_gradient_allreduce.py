@@ -16,8 +16,9 @@ def _one_step_per_mode() -> dict[str, list]:
     import tensorflow as tf
 
     from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
-    from rossmann_jobs.training.model import build_model, make_optimizer
-    from rossmann_jobs.training.params import TrainParams
+    from rossmann_jobs.model.architecture import build_model
+    from rossmann_jobs.model.params import TrainParams
+    from rossmann_jobs.training.optimizer import make_optimizer
     from rossmann_jobs.training.worker import _make_steps
     from testkit.feature_fixtures import VOCAB_SIZES, feature_table
     from testkit.horovod_steps import NoAllreduce, per_variable_train_step

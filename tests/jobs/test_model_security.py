@@ -16,16 +16,18 @@ import numpy as np
 import pytest
 
 import predict_fixtures
-from rossmann_jobs import model_files, model_store, storage
-from rossmann_jobs.forecast.forward_pass import ForwardPass
-from rossmann_jobs.model_trust import (
+from rossmann_jobs import storage
+from rossmann_jobs.model import files as model_files
+from rossmann_jobs.model import store as model_store
+from rossmann_jobs.model.forward_pass import ForwardPass
+from rossmann_jobs.model.params import TrainParams
+from rossmann_jobs.model.trust import (
     IncompatibleModelError,
     UntrustedModelError,
     check_model_location,
     encode_digests,
     sha256_hex,
 )
-from rossmann_jobs.training.params import TrainParams
 
 
 def plant_lambda_model(attempt: str, marker: str) -> str:
@@ -96,7 +98,7 @@ def test_warm_start_from_a_planted_model_starts_cold_without_running_it(planted)
 
 
 def test_the_gate_scores_no_planted_champion_and_runs_none_of_it(planted):
-    from rossmann_jobs.training.gate_scores import champion_forecast
+    from rossmann_jobs.gate_scores import champion_forecast
 
     rows, model, facts = champion_forecast("rows", None, None, planted["attempt"], planted["digests"])
     assert rows == "rows" and model is None   # not scored: the challenger only has to beat the baseline

@@ -27,7 +27,7 @@ import pytest
 from point_in_time_drops import AS_OF, SPLITS, week_end_of
 from rossmann_jobs import storage
 from rossmann_jobs.features.point_in_time import STRICT
-from rossmann_jobs.model_trust import STORAGE_ROOT_ENV
+from rossmann_jobs.model.trust import STORAGE_ROOT_ENV
 from testkit.job_process import JobProcess
 
 pytestmark = pytest.mark.slow

@@ -5,8 +5,8 @@ import pytest
 
 import predict_fixtures
 from rossmann_jobs import storage
-from rossmann_jobs.model_store import attempt_of, open_model
-from rossmann_jobs.model_trust import encode_digests
+from rossmann_jobs.model.store import attempt_of, open_model
+from rossmann_jobs.model.trust import encode_digests
 
 
 def test_an_output_prefix_resolves_to_its_committed_attempt_and_its_digests(storage_root):

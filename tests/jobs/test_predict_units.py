@@ -12,15 +12,17 @@ from pyspark.sql import types as T
 
 import predict_fixtures
 from report_html import ReportPage
-from rossmann_jobs import model_files, report_page
+from rossmann_jobs import report_page
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
-from rossmann_jobs.forecast import metrics, model_cache
-from rossmann_jobs.forecast.inference import forecast_batches, predict_log_sales
+from rossmann_jobs.forecast import metrics
 from rossmann_jobs.forecast.inputs import ForecastInputError, check_values
 from rossmann_jobs.forecast.open_rule import OPEN_STATUS_COL, with_open_status
 from rossmann_jobs.forecast.submission import SubmissionCheckError, check_accounting, check_submission_ids, csv_bytes
 from rossmann_jobs.forecast.vocabulary import index_mapping, mappings_to_model, remap_indices
-from rossmann_jobs.model_trust import IncompatibleModelError
+from rossmann_jobs.model import cache as model_cache
+from rossmann_jobs.model import files as model_files
+from rossmann_jobs.model.broadcast import forecast_batches, predict_log_sales
+from rossmann_jobs.model.trust import IncompatibleModelError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -10,9 +10,9 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs.forecast.baseline import baseline_forecast
 from rossmann_jobs.forecast.calibration import calibrate_quantiles
-from rossmann_jobs.forecast.inference import LOG_FORECAST_COL
 from rossmann_jobs.forecast.metrics import ACTUAL_COL
 from rossmann_jobs.forecast.quantiles import LEAD_WEEK_COL, ORIGIN_FORECAST_COL, lead_week, trend_at_origin
+from rossmann_jobs.model.broadcast import LOG_FORECAST_COL
 
 AS_OF = date(2015, 7, 31)           # a Friday, as in the benches
 LEVELS = (0.1, 0.5, 0.9)

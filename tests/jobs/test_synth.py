@@ -15,11 +15,12 @@ import pandas as pd
 import pytest
 
 from rossmann_jobs import storage
+from rossmann_jobs.metrics import exp_rmspe
 from rossmann_jobs.synth import cli
 from rossmann_jobs.synth.dataset import SynthConfig, build_dataset
 from rossmann_jobs.synth.dataset_calendar import days_since_event, days_until_event, easter_sunday
 from rossmann_jobs.synth.stores import scaled_counts
-from rossmann_jobs.synth.truth import exp_rmspe, theoretical_floor, validation_window
+from rossmann_jobs.synth.truth import theoretical_floor, validation_window
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Columns as listed in /work/shared/rossmann-data-facts.md.

@@ -7,11 +7,11 @@ import datetime as dt
 import numpy as np
 import pytest
 
+from rossmann_jobs.metrics import exp_rmspe
 from rossmann_jobs.synth.dataset import SynthConfig, build_dataset
 from rossmann_jobs.synth.dataset_calendar import HORIZON_DAYS, TRAIN_END
 from rossmann_jobs.synth.point_in_time_floor import point_in_time_expected
 from rossmann_jobs.synth.sales import trend_factor
-from rossmann_jobs.synth.truth import exp_rmspe
 
 AS_OF = dt.date(2015, 3, 10)
 

@@ -21,9 +21,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rossmann_jobs import model_store, storage
+from rossmann_jobs import storage
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
-from rossmann_jobs.forecast.forward_pass import ForwardPass
+from rossmann_jobs.model import store as model_store
+from rossmann_jobs.model.forward_pass import ForwardPass
 from rossmann_jobs.output_layout import METADATA_FILE, VALIDATION_DIR
 from tests.jobs.conftest import JOBS_BIN, REPO_ROOT
 from tests.jobs.listeners import ListenerSampler, is_loopback, reachable_from_outside

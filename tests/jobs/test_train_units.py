@@ -6,11 +6,12 @@ import math
 import numpy as np
 import pytest
 
-from rossmann_jobs import model_files, storage
+from rossmann_jobs import storage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
+from rossmann_jobs.model import files as model_files
+from rossmann_jobs.model.params import HOROVOD_REFERENCE, TrainParams
 from rossmann_jobs.training import checkpoint, schedule, train_outputs
 from rossmann_jobs.training.feature_set import FeatureDataError, ParquetUnit, load_feature_set, rank_units, scan_files
-from rossmann_jobs.training.params import HOROVOD_REFERENCE, TrainParams
 from rossmann_jobs.training.shard_input import eval_chunks, local_copies, read_unit, shuffled_blocks, steps_per_epoch
 from testkit.feature_fixtures import VOCAB_SIZES, feature_table, write_features
 
@@ -25,7 +26,7 @@ def _inputs(table, rows=None):
 # --- model and metric -------------------------------------------------------------------------------------------
 
 def test_model_inputs_follow_the_feature_contract_and_output_is_bounded():
-    from rossmann_jobs.training.model import build_model
+    from rossmann_jobs.model.architecture import build_model
 
     model = build_model(VOCAB_SIZES, 20000.0, SMALL)
     assert [layer_input.name for layer_input in model.inputs] == FEATURE_COLS
@@ -42,7 +43,7 @@ def test_model_inputs_follow_the_feature_contract_and_output_is_bounded():
 def test_untrained_model_starts_at_the_mean_log_sales_not_at_a_saturated_end():
     import tensorflow as tf
 
-    from rossmann_jobs.training.model import TrainStatistics, build_model, output_bias, output_scale
+    from rossmann_jobs.model.architecture import TrainStatistics, build_model, output_bias, output_scale
 
     # One fixed draw of the initial weights: the share at the sigmoid's ends below varies by draw (so the test
     # failed now and then unseeded), and the jobs seed their weights too (TrainParams.seed).
@@ -70,7 +71,7 @@ def test_untrained_model_starts_at_the_mean_log_sales_not_at_a_saturated_end():
 
 
 def test_reference_model_has_the_reference_layer_sizes():
-    from rossmann_jobs.training.model import build_model
+    from rossmann_jobs.model.architecture import build_model
 
     model = build_model(VOCAB_SIZES, 20000.0, HOROVOD_REFERENCE)
     dense = [layer.units for layer in model.layers if layer.name.startswith("dense_")]
@@ -81,9 +82,9 @@ def test_reference_model_has_the_reference_layer_sizes():
 
 
 def test_saved_weights_rebuild_the_model_from_its_params_and_it_predicts_the_same():
-    from rossmann_jobs import model_files
-    from rossmann_jobs.forecast.forward_pass import ForwardPass
-    from rossmann_jobs.training.model import build_model
+    from rossmann_jobs.model import files as model_files
+    from rossmann_jobs.model.architecture import build_model
+    from rossmann_jobs.model.forward_pass import ForwardPass
 
     model = build_model(VOCAB_SIZES, 20000.0, SMALL)
     loaded = ForwardPass({"vocab_sizes": VOCAB_SIZES, "max_sales": 20000.0, "params": SMALL.to_dict()},
@@ -94,7 +95,7 @@ def test_saved_weights_rebuild_the_model_from_its_params_and_it_predicts_the_sam
 
 
 def test_exp_rmspe_sums_match_the_competition_formula_on_raw_sales():
-    from rossmann_jobs.training.model import exp_rmspe_sums_tf, rmspe_from_sums
+    from rossmann_jobs.metrics import exp_rmspe_sums_tf, rmspe_from_sums
 
     sales = np.array([100.0, 2000.0, 50.0, 1.0])          # Sales == 1 (log 0) is excluded, as in the reference
     predicted = np.array([110.0, 1800.0, 50.0, 7.0])
@@ -324,7 +325,8 @@ def test_plateau_cuts_the_rate_and_early_stopping_ends_training():
 def _trained_model_and_optimizer(seed):
     import tensorflow as tf
 
-    from rossmann_jobs.training.model import build_model, make_optimizer
+    from rossmann_jobs.model.architecture import build_model
+    from rossmann_jobs.training.optimizer import make_optimizer
 
     tf.keras.utils.set_random_seed(seed)
     model = build_model(VOCAB_SIZES, 20000.0, SMALL)
@@ -365,7 +367,8 @@ def test_checkpoint_round_trip_restores_weights_optimizer_and_state(where, tmp_p
 
 
 def test_restoring_into_another_architecture_fails_clearly():
-    from rossmann_jobs.training.model import build_model, make_optimizer
+    from rossmann_jobs.model.architecture import build_model
+    from rossmann_jobs.training.optimizer import make_optimizer
 
     model, optimizer = _trained_model_and_optimizer(1)
     other_params = TrainParams(hidden_units=(16,), embedding_dim=3)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rossmann_jobs import model_files, storage
+from rossmann_jobs import storage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS
-from rossmann_jobs.model_trust import DIGESTS_KEY, STORAGE_ROOT_ENV
+from rossmann_jobs.model import files as model_files
+from rossmann_jobs.model.params import TrainParams
+from rossmann_jobs.model.trust import DIGESTS_KEY, STORAGE_ROOT_ENV
 from rossmann_jobs.training.feature_set import FeatureSet
-from rossmann_jobs.training.params import TrainParams
 from rossmann_jobs.training.warm_start import FRESH_ROW, embedding_rows, load_weights, plan_warm_start
 from testkit.feature_fixtures import VOCAB_SIZES
 
@@ -36,7 +37,7 @@ def earlier_model(tmp_path_factory):
     weights, under the storage root's runs/."""
     import tensorflow as tf
 
-    from rossmann_jobs.training.model import build_model
+    from rossmann_jobs.model.architecture import build_model
 
     tf.keras.utils.set_random_seed(1)
     vocab_sizes = {col: len(v) + 1 for col, v in OLD_VOCABULARIES.items()}
@@ -58,7 +59,7 @@ def earlier_model(tmp_path_factory):
 def test_warm_start_copies_weights_and_reindexes_embeddings(earlier_model):
     import tensorflow as tf
 
-    from rossmann_jobs.training.model import build_model
+    from rossmann_jobs.model.architecture import build_model
 
     attempt, earlier = earlier_model
     vocabularies = {**OLD_VOCABULARIES, "Store": NEW_STORES}

@@ -2,8 +2,8 @@
 
 Keras 2.15 has no safe mode for whole-model files: loading a planted HDF5 model runs its Lambda layers' code. So
 no model is ever deserialized: this code computes the network the artifact's params, vocabulary sizes and max_sales
-describe (forecast/forward_pass.py) from plain arrays read with numpy's allow_pickle=False. Before that, the
-model's location and the SHA-256 of each of its files are checked (model_store.open_model, model_trust.py); an
+describe (model/forward_pass.py) from plain arrays read with numpy's allow_pickle=False. Before that, the
+model's location and the SHA-256 of each of its files are checked (model/store.open_model, model/trust.py); an
 earlier release's whole-model model/model.h5 is refused by its artifact's missing `model_format`, never opened.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from rossmann_jobs import storage
-from rossmann_jobs.model_trust import IncompatibleModelError, sha256_hex
+from rossmann_jobs.model.trust import IncompatibleModelError, sha256_hex
 from rossmann_jobs.output_layout import ARTIFACT_FILE, LEGACY_MODEL_FILE, MODEL_DIR, MODEL_WEIGHTS_FILE
 
 MODEL_FORMAT = "rossmann-mlp-params+weights-npz/1"

@@ -1,4 +1,6 @@
-"""The reference entity-embedding MLP for log(Sales) (stock Keras layers only), its optimizer, the exp-RMSPE metric."""
+"""The network: the reference entity-embedding MLP for log(Sales) in stock Keras layers (build_model), which
+training fits; forward_pass.py computes the same network in numpy for forecasting, with output_scale from here.
+"""
 from __future__ import annotations
 
 import math
@@ -6,10 +8,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS
-from rossmann_jobs.training.params import TrainParams
-
-# The reference metric ignores rows whose log(Sales) is ~0 (Sales <= 1) to avoid dividing by ~nothing.
-RMSPE_MIN_LOG_SALES = 0.001
+from rossmann_jobs.model.params import TrainParams
 
 
 def output_scale(max_sales: float) -> float:
@@ -45,7 +44,7 @@ def build_model(vocab_sizes: Mapping[str, int], max_sales: float, params: TrainP
 
     The reference's custom activation sigmoid(x) * log(max_sales) * 1.2 is Dense(sigmoid) followed by a constant
     Rescaling (stock layers only). A stored model is rebuilt by this function from its artifact's params and given
-its weights (rossmann_jobs/model_files.py): never deserialized.
+its weights (rossmann_jobs/model/files.py): never deserialized.
     With `start`, the untrained model predicts about the train split's mean log(Sales) (output_bias), and the
     continuous batch normalization's moving statistics start at the split's mean and variance instead of 0 and 1:
     those are what evaluation uses, and at momentum 0.99 a short run (tens of steps) would otherwise evaluate
@@ -76,32 +75,3 @@ its weights (rossmann_jobs/model_files.py): never deserialized.
     log_sales = layers.Rescaling(output_scale(max_sales), name="log_sales")(x)
     return tf.keras.Model([inputs[col] for col in FEATURE_COLS], log_sales, name="rossmann_mlp")
 
-
-def make_optimizer(params: TrainParams, variables):
-    """The reference's Adam (epsilon 1e-3), with its slots created for `variables` before the first step.
-
-    The legacy Keras optimizer: its fused Adam kernels train faster here than the TF 2.11+ optimizer (see
-    bench/RESULTS.md "## Train job"), and creating the slots up front lets rank 0 restore and broadcast them.
-    """
-    import tensorflow as tf
-
-    optimizer = tf.keras.optimizers.legacy.Adam(learning_rate=params.learning_rate, epsilon=params.adam_epsilon)
-    optimizer._create_all_weights(variables)  # Keras 2 has no public "build" for legacy optimizers
-    return optimizer
-
-
-def exp_rmspe_sums_tf(log_true, log_pred):
-    """(sum of squared percentage errors, number of rows counted) in TF, so ranks can allreduce exact totals."""
-    import tensorflow as tf
-
-    log_true = tf.reshape(tf.cast(log_true, tf.float32), [-1])
-    log_pred = tf.reshape(tf.cast(log_pred, tf.float32), [-1])
-    counted = log_true > RMSPE_MIN_LOG_SALES
-    # (exp(y) - exp(p)) / exp(y) == 1 - exp(p - y), which cannot overflow for large Sales.
-    squared = tf.square(1.0 - tf.exp(log_pred - log_true))
-    return (tf.reduce_sum(tf.where(counted, squared, tf.zeros_like(squared))),
-            tf.reduce_sum(tf.cast(counted, tf.float32)))
-
-
-def rmspe_from_sums(squared_sum: float, count: float) -> float:
-    return math.sqrt(squared_sum / count) if count > 0 else float("nan")

@@ -6,6 +6,7 @@ point-in-time floor in minutes, where the reference settings need hours. After t
 cosine to 0 at the last epoch: with the out-of-time validation and the origin features, holding the rate
 (the reference's plateau schedule) left the model's level unsettled from epoch to epoch, and the decay forecast
 better on every setting of the robustness matrix (bench/RESULTS.md, "Robustness matrix").
+Each model records them (artifact.json `params`): its network is built from them (architecture.py, forward_pass.py).
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The quality gate's inputs: exp-RMSPE of challenger, champion and naive baseline on the same validation rows.
 
-Scored on the driver's Spark session after training, with the definitions predict uses: forecast/inference.py's
+Scored on the driver's Spark session after training, with the definitions predict uses: model/broadcast.py's
 broadcast model, forecast/vocabulary.py's re-indexing of the champion's inputs to the vocabularies it was trained
-with, forecast/baseline.py's seasonal medians fitted on the train split only, and forecast/metrics.rmspe.
+with, forecast/baseline.py's seasonal medians fitted on the train split only, and metrics.py's rmspe.
 """
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs.features.spec import LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
-from rossmann_jobs.forecast.inference import LOG_FORECAST_COL, BroadcastModel, with_log_forecast
-from rossmann_jobs.forecast.metrics import ACTUAL_COL, rmspe
+from rossmann_jobs.forecast.inference import with_log_forecast
+from rossmann_jobs.forecast.metrics import ACTUAL_COL
 from rossmann_jobs.forecast.predictions import with_min_partitions
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
-from rossmann_jobs.model_store import ModelSource, open_model
-from rossmann_jobs.model_trust import IncompatibleModelError
+from rossmann_jobs.metrics import rmspe
+from rossmann_jobs.model.broadcast import LOG_FORECAST_COL, BroadcastModel
+from rossmann_jobs.model.store import ModelSource, open_model
+from rossmann_jobs.model.trust import IncompatibleModelError
 from rossmann_jobs.training.feature_set import FeatureSet
 from rossmann_jobs.training.prepared_files import read_files
 

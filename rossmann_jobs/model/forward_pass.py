@@ -1,8 +1,8 @@
 """The stored network's forward pass in numpy: forecasting and the gate run without TensorFlow; only training needs it.
 
 A Python worker that imports TensorFlow and builds the Keras model spends about 5 CPU seconds and 0.5 GB before its
-first row; this pass needs the model's arrays only (training/model.build_model's layers, by the names
-model_files.weights_bytes stores them under), and computes what Keras computes at inference: each categorical
+first row; this pass needs the model's arrays only (model/architecture.build_model's layers, by the names
+model/files.weights_bytes stores them under), and computes what Keras computes at inference: each categorical
 column's embedding row, the continuous columns through the batch normalization's moving statistics, the ReLU dense
 layers, the dropout as identity, sigmoid(x) scaled by output_scale(max_sales). tests/jobs/test_forward_pass.py
 checks it against the Keras model built from the same artifact.
@@ -15,16 +15,16 @@ import numpy as np
 import pandas as pd
 
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS
-from rossmann_jobs.model_files import check_layer_shapes, read_weights
-from rossmann_jobs.model_trust import IncompatibleModelError
-from rossmann_jobs.training.model import output_scale
-from rossmann_jobs.training.params import TrainParams
+from rossmann_jobs.model.architecture import output_scale
+from rossmann_jobs.model.files import check_layer_shapes, read_weights
+from rossmann_jobs.model.params import TrainParams
+from rossmann_jobs.model.trust import IncompatibleModelError
 
 BATCH_NORM_EPSILON = 1e-3   # Keras BatchNormalization's default, which build_model keeps
 
 
 def expected_shapes(artifact: dict[str, Any]) -> dict[str, list[tuple[int, ...]]]:
-    """{layer name: its arrays' shapes} of the network the artifact describes (as training/model.build_model)."""
+    """{layer name: its arrays' shapes} of the network the artifact describes (as model/architecture.build_model)."""
     params = TrainParams.from_dict(artifact.get("params") or {})
     vocab_sizes, dim = artifact["vocab_sizes"], params.embedding_dim
     shapes = {f"emb_{col}": [(int(vocab_sizes[col]), dim)] for col in CATEGORICAL_COLS}

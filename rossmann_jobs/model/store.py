@@ -2,7 +2,7 @@
 to one shape, ModelSource (the attempt holding model/, its checked artifact.json and recorded digests).
 
 Every job that uses a stored model opens it here (predict, the gate's champion score, warm start): the location
-(model_trust.check_model_location), the format (model_files.check_format) and the artifact's SHA-256 are checked
+(model/trust.check_model_location), the format (model/files.check_format) and the artifact's SHA-256 are checked
 before anything of it is used; the weights are checked again when read (ModelSource.weights_bytes).
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 from rossmann_jobs import storage
 from rossmann_jobs.features.spec import FEATURE_COLS
-from rossmann_jobs.model_files import ARTIFACT_PATH, WEIGHTS_PATH, check_format
-from rossmann_jobs.model_trust import DIGESTS_KEY, check_digest, check_model_location, decode_digests
+from rossmann_jobs.model.files import ARTIFACT_PATH, WEIGHTS_PATH, check_format
+from rossmann_jobs.model.trust import DIGESTS_KEY, check_digest, check_model_location, decode_digests
 from rossmann_jobs.output_layout import TRAIN_METRICS_FILE
 
 

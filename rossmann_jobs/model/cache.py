@@ -6,8 +6,8 @@ import os
 import time
 from typing import Any, Callable
 
-from rossmann_jobs.forecast.forward_pass import ForwardPass
 from rossmann_jobs.job_protocol import configure_logging
+from rossmann_jobs.model.forward_pass import ForwardPass
 
 log = logging.getLogger("rossmann.forecast")
 
