@@ -11,8 +11,8 @@
 * **Point in time**: the prepare job gets `--as-of <as_of>` (the run's logical date `ds`, or the `as_of` param),
   so a backfill for a past date trains only on rows dated on or before it.
 * **Jobs**: three `spark-submit`s (prepare, train with Horovod-on-Spark, predict). Every job output is
-  run-scoped (`s3://<bucket>/runs/<as_of>/<run_id>/…`) and committed atomically with a `_SUCCESS` manifest;
-  tasks pass only these URIs through XCom.
+  run-scoped (`s3://<bucket>/runs/<as_of>/<run key>/…`; the run key: uris.run_key) and committed atomically with a
+  `_SUCCESS` manifest; tasks pass only these URIs through XCom.
 * **Quality gate (backfill = backtest)**: champions are kept per as-of date
   (`s3://<bucket>/models/champions/history/<as_of>.json`); the *champion as of D* is the record with the greatest
   as-of date ≤ D, so a model trained on later data never forecasts an earlier date. `find_champion` hands it to the

@@ -1,6 +1,7 @@
 """Run-scoped storage URIs of one DAG run, computed from the bucket, the as-of date and the run id (pure)."""
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import date
 
@@ -10,12 +11,18 @@ from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE, config
 HISTORY_SUFFIX = ".json"
 
 
+RUN_KEY_HASH_CHARS = 8
+
+
 def run_key(run_id: str) -> str:
-    """A run id made safe for an S3 key and a Spark path: keeps [A-Za-z0-9._-], other runs of characters -> '_'."""
-    key = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("_.")
-    if not key:
+    """A run id made safe for an S3 key and a Spark path, and distinct for distinct run ids: the readable part keeps
+    [A-Za-z0-9._-] (other runs of characters -> '_'), then '-' and the first RUN_KEY_HASH_CHARS hex digits of the
+    SHA-256 of the exact run id. Without the hash, `manual__2015-07-31T00:00:00+00:00` and
+    `manual__2015-07-31T00_00_00_00_00` would share one key, so one run would commit into the other's prefixes."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("_.")
+    if not readable:
         raise ValueError(f"run id {run_id!r} has no characters usable in a storage key")
-    return key
+    return f"{readable}-{hashlib.sha256(run_id.encode('utf-8')).hexdigest()[:RUN_KEY_HASH_CHARS]}"
 
 
 def bucket_root(bucket: str | None = None) -> str:

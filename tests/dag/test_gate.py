@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from rossmann.forecast_tasks import NAIVE_FALLBACK, apply_quality_gate, find_champion
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion, season_verdict
-from rossmann.uris import plan_run_uris
+from rossmann.uris import plan_run_uris, run_key
 from rossmann_jobs.commit_protocol import manifest_document, manifest_uri
 from rossmann_jobs.model.trust import sha256_hex
 
@@ -250,11 +250,11 @@ def test_history_by_as_of_date_and_the_newest_pointer():
     hook = FakeS3Hook()
     found, first = gate(hook, "2015-07-31", "r1", 0.20)
     assert found["champion_model_uri"] == "" and first["promoted"] and first["forecast_model"] == "challenger"
-    pinned = "s3://b/models/champions/2015-07-31/r1/a-r1"
+    pinned = f"s3://b/models/champions/2015-07-31/{run_key('r1')}/a-r1"
     assert first["champion_model_uri"] == pinned and first["champion_as_of"] == "2015-07-31"
     assert hook.json(f"{HISTORY}/2015-07-31.json")["model_uri"] == pinned
     assert hook.json("s3://b/models/champion.json")["model_uri"] == pinned
-    assert hook.objects[("b", "models/champions/2015-07-31/r1/a-r1/model/weights.npz")] == b"weights r1"
+    assert hook.objects[("b", f"models/champions/2015-07-31/{run_key('r1')}/a-r1/model/weights.npz")] == b"weights r1"
     # The record holds the SHA-256 of the pinned model files, and hands them on to the jobs that load it.
     recorded = hook.json(f"{HISTORY}/2015-07-31.json")["model_sha256"]
     assert recorded == {name: sha256_hex(content) for name, content in model_files("r1").items()}
@@ -273,7 +273,7 @@ def test_history_by_as_of_date_and_the_newest_pointer():
     found, between = gate(hook, "2015-07-15", "r2", 0.45, champion_score=0.40)
     assert found["champion_as_of"] == "2015-06-30"
     assert between["promoted"] is False and between["forecast_model"] == "champion"
-    assert between["champion_model_uri"] == "s3://b/models/champions/2015-06-30/r0/a-r0"
+    assert between["champion_model_uri"] == f"s3://b/models/champions/2015-06-30/{run_key('r0')}/a-r0"
     assert (between["candidate_val_exp_rmspe"], between["champion_val_exp_rmspe"],
             between["baseline_val_exp_rmspe"]) == (0.45, 0.40, 0.5)
     assert ("b", "models/champions/history/2015-07-15.json") not in hook.objects
@@ -399,7 +399,7 @@ def test_warm_start_uses_the_champion_as_of_the_date_never_a_later_one():
     gate(hook, "2015-07-20", "r2", 0.2, champion_score=0.3)
     as_of_15 = find_champion(hook, plan_run_uris("b", date(2015, 7, 15), "r3"), warm_start=True)
     assert as_of_15["warm_start_model_uri"] == as_of_15["champion_model_uri"] == (
-        "s3://b/models/champions/2015-07-10/r1/a-r1")                # not the 07-20 model, trained on later data
+        f"s3://b/models/champions/2015-07-10/{run_key('r1')}/a-r1")   # not the 07-20 model, trained on later data
     assert find_champion(hook, plan_run_uris("b", date(2015, 7, 15), "r4"))["warm_start_model_uri"] == ""   # off
     first = find_champion(hook, plan_run_uris("b", date(2015, 7, 1), "r5"), warm_start=True)
     assert first["warm_start_model_uri"] == first["champion_model_uri"] == ""   # no champion yet: a cold start
@@ -447,12 +447,13 @@ def test_a_run_never_replaces_a_same_date_champion_its_train_job_did_not_score()
     setups = {run: trained(hook, "2015-07-31", run, scores(challenger, 0.5)) for run, challenger in
               (("r1", 0.20), ("r2", 0.10))}
     assert apply_quality_gate(hook, *setups["r1"], 0.0, "r1")["promoted"]
-    with pytest.raises(ScoredChampionError, match=r"names s3://b/models/champions/2015-07-31/r1/a-r1 \(run r1.*"
-                                                  r"did not score \(it scored no champion\)"):
+    winner = f"s3://b/models/champions/2015-07-31/{run_key('r1')}/a-r1"
+    with pytest.raises(ScoredChampionError, match=rf"names {winner} \(run r1.*did not score \(it scored no champion\)"):
         apply_quality_gate(hook, *setups["r2"], 0.0, "r2")
     assert hook.json(f"{HISTORY}/2015-07-31.json")["run_id"] == hook.json("s3://b/models/champion.json")["run_id"] \
         == "r1"
-    assert not [key for _b, key in hook.objects if key.startswith("models/champions/2015-07-31/r2/")]  # not pinned
+    loser = f"models/champions/2015-07-31/{run_key('r2')}/"
+    assert not [key for _b, key in hook.objects if key.startswith(loser)]   # not pinned
     # A run that lost to the baseline does not need the comparison: the date's champion forecasts for it.
     plan, metrics = trained(hook, "2015-07-31", "r3", scores(0.7, 0.5))
     assert apply_quality_gate(hook, plan, metrics, 0.0, "r3")["champion_run_id"] == "r1"
