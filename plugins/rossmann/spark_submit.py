@@ -168,7 +168,7 @@ SUBMIT_ENV_NAMES = frozenset({
     "NCCL_SOCKET_IFNAME",
 })
 SUBMIT_ENV_PREFIXES = ("LC_", "SPARK_", "PYSPARK_", "ROSSMANN_", "HOROVOD_")
-# Under the project's own prefixes a name like these is a credential (compose's ROSSMANN_S3_*_KEY): left behind.
+# Under the project's own prefixes a name like these is a credential (the S3 keys of compose's .env): left behind.
 _SECRET_NAME = re.compile(r"SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|PRIVATE|(?:^|_)KEY(?:_|$)")
 _SECRET_CHECKED_PREFIXES = ("ROSSMANN_", "HOROVOD_")
 
