@@ -38,8 +38,9 @@
 * **Report**: predict's committed `report/index.html` is one self-contained page (gate comparison, training curves,
   validation and horizon plots, accuracy history known by the as-of date); the predict task's "Forecast report"
   extra link holds a presigned URL of it (no log or XCom value does: the URL is a bearer credential).
-* **Output**: `publish_forecast` writes `s3://<bucket>/forecast/latest.json` (pointing at `submission.csv` and the
-  report) unless it holds a newer as-of date's forecast (a backfill never hides it), and updates the
+* **Output**: `publish_forecast` copies the committed forecast to `forecast/published/` (immutable, hashed) and
+  writes `s3://<bucket>/forecast/latest.json` (pointing at the copy's `submission.csv` and report) unless it holds
+  a newer as-of date's forecast (a backfill never hides it) or a later decision for the date, and updates the
   `rossmann_forecast` asset for data-aware downstream DAGs (extra `latest`: whether the pointer holds this run's).
   Every published forecast (backfills too) is registered at `s3://<bucket>/forecast/history/<as_of>/<run>.json`.
 * **Scoring** (after the drop, beside the forecast branch): the drop for D holds the actual sales up to D, so

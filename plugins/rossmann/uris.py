@@ -65,6 +65,7 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
         "forecast_pointer": forecast_pointer_uri(bucket),
         "forecast_history": f"{root}/forecast/history",
         "forecast_record": forecast_record_uri(f"{root}/forecast/history", day, run_key(run_id)),
+        "forecast_published": f"{root}/forecast/published/{day}/{run_key(run_id)}",
         "scores": f"{root}/forecast/scores",
         "scores_summary": scores_summary_uri(bucket),
         "scores_report": f"{root}/forecast/scores/{REPORT_PAGE}",
@@ -75,6 +76,12 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
 def pinned_model_uri(champion_models_uri: str, model_attempt_uri: str) -> str:
     """Where the gate keeps its immutable copy of a promoted model attempt: one folder per attempt id."""
     return f"{champion_models_uri.rstrip('/')}/{model_attempt_uri.rstrip('/').rsplit('/', 1)[-1]}"
+
+
+def published_forecast_uri(forecast_published_uri: str, predictions_attempt_uri: str) -> str:
+    """Where publish_forecast keeps its immutable copy of a committed predict attempt: one folder per attempt id
+    under `forecast/published/<as_of>/<run key>/`, a prefix only Airflow's identity writes."""
+    return pinned_model_uri(forecast_published_uri, predictions_attempt_uri)
 
 
 def champion_record_uri(history_uri: str, as_of: str) -> str:

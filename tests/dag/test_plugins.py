@@ -57,12 +57,27 @@ def test_plan_is_run_scoped_and_dated():
 
 
 def test_forecast_pointer_moves_only_to_the_same_or_a_later_as_of_date():
-    current = {"as_of": "2015-07-31", "run_id": "scheduled__2015-07-31"}
-    assert replaces_latest("2015-07-31", None)
-    assert replaces_latest("2015-08-01", current)
-    assert replaces_latest("2015-07-31", current)        # a re-run of the latest date
-    assert not replaces_latest("2015-07-30", current)    # a backfill of an earlier date
-    assert not replaces_latest("2014-12-31", current)
+    current = {"as_of": "2015-07-31", "run_id": "scheduled__2015-07-31", "decided_at": "2015-08-01T01:00:00+00:00"}
+    assert replaces_latest({"as_of": "2015-07-31"}, None)
+    assert replaces_latest({"as_of": "2015-08-01", "decided_at": "2015-08-01T00:00:00+00:00"}, current)
+    assert replaces_latest({**current, "published_at": "later"}, current)   # a re-publish of the same decision
+    assert not replaces_latest({"as_of": "2015-07-30", "decided_at": "2015-08-02T00:00:00+00:00"}, current)  # backfill
+    assert not replaces_latest({"as_of": "2014-12-31"}, current)
+
+
+def test_of_two_decisions_for_one_date_the_earlier_never_replaces_the_later():
+    """A run whose gate decided first but publishes last (it lost a same-date race) leaves the later decision's
+    forecast in latest.json; a later decision replaces an earlier one, and a pointer written before decisions were
+    stamped counts as the oldest of its date. Champion records order by promoted_at the same way."""
+    later = {"as_of": "2015-07-31", "run_id": "a", "decided_at": "2015-08-01T01:00:00+00:00"}
+    earlier = {"as_of": "2015-07-31", "run_id": "b", "decided_at": "2015-08-01T00:59:00+00:00"}
+    assert not replaces_latest(earlier, later) and replaces_latest(later, earlier)
+    assert replaces_latest(earlier, {"as_of": "2015-07-31", "run_id": "old"})
+    assert not replaces_latest({"as_of": "2015-07-31", "run_id": "old"}, earlier)
+    assert not replaces_latest({"as_of": "2015-07-31", "promoted_at": "2015-08-01T00:00:00+00:00"},
+                               {"as_of": "2015-07-31", "promoted_at": "2015-08-01T00:30:00+00:00"})
+    # Negative control: the as-of date alone (the rule before) lets the earlier decision replace the later one.
+    assert date.fromisoformat(earlier["as_of"]) >= date.fromisoformat(later["as_of"])
 
 
 def test_pinned_model_uri_is_one_folder_per_attempt():

@@ -119,7 +119,8 @@ def test_registry_record_carries_what_the_scoring_job_needs():
     assert out == {"as_of": "2015-07-31", "run_id": forecast["run_id"], "run_key": run_key(forecast["run_id"]),
                    "predictions_uri": "s3://p", "submission_uri": "s3://s", "report_uri": "s3://r",
                    "horizon_start": "2015-08-01", "horizon_end": "2015-09-17", "forecast_model": None,
-                   "fallback_reason": None}
+                   "fallback_reason": None, "published_uri": None, "source_attempt_uri": None,
+                   "forecast_sha256": None, "decided_at": None}
     with pytest.raises(ValueError, match="no horizon"):
         forecast_registry_record(forecast, {"rows": {}})
 
