@@ -93,3 +93,29 @@ def test_env_vars_are_refused_rather_than_merged_into_the_whole_environment(fake
         child_environment(RossmannSparkSubmitOperator, fake_spark_submit, aws_conn_id=None,
                           env_vars={"EXTRA": "1"})
     assert not fake_spark_submit.exists()
+
+
+def test_a_real_spark_submit_runs_its_driver_with_the_allow_listed_environment(tmp_path, monkeypatch):
+    """The allow-list is enough for spark-submit to start a Python driver (the jobs environment's spark-submit and
+    Java), and that driver sees none of the planted secrets. A driver that starts no SparkContext: a few seconds."""
+    import shutil
+
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from rossmann.spark_submit import AllowListedSparkSubmitHook
+
+    if shutil.which("spark-submit") is None:
+        pytest.skip("no spark-submit on PATH (the jobs environment's bin/)")
+    driver, dump = tmp_path / "driver.py", tmp_path / "driver-env.json"
+    driver.write_text("import json, os, sys\njson.dump(dict(os.environ), open(sys.argv[1], 'w'))\n")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_ENV_REAL", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    for name, value in PLANTED.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ROSSMANN_BUCKET", NEEDED["ROSSMANN_BUCKET"])
+    hook = SparkSubmitHook(conn_id="spark_env_real", application_args=[str(dump)], name="env-check",
+                           conf={"spark.ui.enabled": "false"})
+    AllowListedSparkSubmitHook.from_hook(hook, JOBS_AWS).submit(str(driver))
+    child = json.loads(dump.read_text())
+    assert not [name for name, value in child.items() if value in set(PLANTED.values())]
+    assert not [name for name in child if name.startswith("AIRFLOW")]
+    assert child["ROSSMANN_BUCKET"] == NEEDED["ROSSMANN_BUCKET"] and child.items() >= JOBS_AWS.items()
