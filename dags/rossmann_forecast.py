@@ -11,8 +11,8 @@
 * **Point in time**: the prepare job gets `--as-of <as_of>` (the run's logical date `ds`, or the `as_of` param),
   so a backfill for a past date trains only on rows dated on or before it.
 * **Jobs**: three `spark-submit`s (prepare, train with Horovod-on-Spark, predict). Every job output is
-  run-scoped (`s3://<bucket>/runs/<as_of>/<run_id>/…`) and committed atomically with a `_SUCCESS` manifest;
-  tasks pass only these URIs through XCom.
+  run-scoped (`s3://<bucket>/runs/<as_of>/<run key>/…`; the run key: uris.run_key) and committed atomically with a
+  `_SUCCESS` manifest; tasks pass only these URIs through XCom.
 * **Quality gate (backfill = backtest)**: champions are kept per as-of date
   (`s3://<bucket>/models/champions/history/<as_of>.json`); the *champion as of D* is the record with the greatest
   as-of date ≤ D, so a model trained on later data never forecasts an earlier date. `find_champion` hands it to the
@@ -38,8 +38,9 @@
 * **Report**: predict's committed `report/index.html` is one self-contained page (gate comparison, training curves,
   validation and horizon plots, accuracy history known by the as-of date); the predict task's "Forecast report"
   extra link holds a presigned URL of it (no log or XCom value does: the URL is a bearer credential).
-* **Output**: `publish_forecast` writes `s3://<bucket>/forecast/latest.json` (pointing at `submission.csv` and the
-  report) unless it holds a newer as-of date's forecast (a backfill never hides it), and updates the
+* **Output**: `publish_forecast` copies the committed forecast to `forecast/published/` (immutable, hashed) and
+  writes `s3://<bucket>/forecast/latest.json` (pointing at the copy's `submission.csv` and report) unless it holds
+  a newer as-of date's forecast (a backfill never hides it) or a later decision for the date, and updates the
   `rossmann_forecast` asset for data-aware downstream DAGs (extra `latest`: whether the pointer holds this run's).
   Every published forecast (backfills too) is registered at `s3://<bucket>/forecast/history/<as_of>/<run>.json`.
 * **Scoring** (after the drop, beside the forecast branch): the drop for D holds the actual sales up to D, so

@@ -55,8 +55,9 @@ def read_forecast(spark: SparkSession, record: dict) -> DataFrame:
     uri = record["predictions_uri"]
     if not storage.exists(storage.join(uri, f"{SPLIT_COL}={TEST}")):
         raise ScoringInputError(f"forecast {score_records.forecast_key(record)}: {uri} has no {SPLIT_COL}={TEST}/ "
-                                "predictions (a re-run of its predict task replaced that attempt?): re-run the "
-                                "run's publish_forecast task so the registry names its committed attempt.")
+                                "predictions (a forecast registered before publication copied it, whose "
+                                "attempt a predict re-run replaced?): re-run the run's publish_forecast task so "
+                                "the registry names a published copy.")
     df = read_parquet(spark, storage.join(uri, f"{SPLIT_COL}={TEST}"))
     optional = [BASELINE_COL, *scoring.MODEL_QUANTILES, *scoring.BASELINE_QUANTILES]
     return df.select(F.lit(score_records.forecast_key(record)).alias(scoring.KEY_COL),

@@ -4,7 +4,8 @@
 # same policies as IAM JSON there, kept equal by tests/jobs/test_s3_policies.py); the root account stays for
 # administration. Idempotent: safe to run on every `docker compose up`.
 #   lander  (the data supplier): writes raw/ only, reads nothing else
-#   jobs    (Spark driver and executors): reads raw/, models/; writes runs/ and forecast/scores/ (never models/)
+#   jobs    (Spark driver and executors): reads raw/, models/, forecast/published/ (what scoring scores); writes
+#           runs/ and forecast/scores/ (never models/, never a published forecast)
 #   airflow (its tasks: sensor, gate, publication): reads everything the DAG reads; writes models/, forecast/ and
 #           runs/*/scoring/ (never raw/, never a job output)
 set -eu
@@ -50,7 +51,7 @@ policy rossmann-jobs "$ROSSMANN_S3_JOBS_ACCESS_KEY" "$ROSSMANN_S3_JOBS_SECRET_KE
     {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketMultipartUploads"],
      "Resource": ["$B"]},
     {"Effect": "Allow", "Action": ["s3:GetObject"],
-     "Resource": ["$B/raw/*", "$B/runs/*", "$B/models/*", "$B/forecast/scores/*"]},
+     "Resource": ["$B/raw/*", "$B/runs/*", "$B/models/*", "$B/forecast/scores/*", "$B/forecast/published/*"]},
     {"Effect": "Allow",
      "Action": ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
      "Resource": ["$B/runs/*", "$B/forecast/scores/*"]}

@@ -25,7 +25,7 @@ from rossmann.outputs import (
 )
 from rossmann.publication import forecast_registry_record, replaces_latest
 from rossmann.report_link import ForecastReportLink, report_uri
-from rossmann.uris import pinned_model_uri, record_as_of
+from rossmann.uris import pinned_model_uri, published_forecast_uri, record_as_of
 from rossmann_jobs.commit_protocol import attempt_uri
 from rossmann_jobs.model.trust import DIGESTS_KEY, decode_digests, encode_digests, sha256_hex
 from rossmann_jobs.output_layout import (
@@ -43,6 +43,10 @@ log = logging.getLogger("rossmann.quality_gate")
 
 class UnverifiedModelError(AirflowFailException):
     """The committed model's files are not the ones its train job wrote (or it recorded none): never promoted."""
+
+
+class PublishedForecastChangedError(AirflowFailException):
+    """A published copy holds other bytes than the attempt it was copied from holds now: it is never overwritten."""
 
 
 # What forecasts the date when no model may (predict's --model ""): the naive seasonal baseline.
@@ -209,10 +213,15 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
         advance_pointer(hook, plan["champion"], promoted or same_date)
     if promoted is not None:
         champion = promoted
-    elif champion is None and current is not None:
-        # Train scored no champion, but a concurrent run (a backfill of an earlier date) promoted one as of this
-        # date since: it was trained on data up to its own date <= this one, so it may forecast this date.
+    elif current is not None:
+        # Not promoted: the champion as of this date, as re-read now, forecasts, not the one train scored. Another
+        # run for this date may have promoted since this run's find_champion (its record now names the date's
+        # champion), or a backfill of an earlier date promoted one as of this date (trained on data up to its own
+        # date <= this one, so it may forecast this date).
         champion = current
+    # When this decision was made, after the date's record was read for the last time: for one as-of date, the
+    # forecast of a later decision replaces an earlier one's in forecast/latest.json, never the other way round.
+    decided_at = datetime.now(timezone.utc).isoformat()
     fallback = None
     if not decision["season_backtest"]["passed"]:
         fallback = (f"no network forecasts as of {plan['as_of']}: {decision['season_backtest']['reason']}")
@@ -224,7 +233,7 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
                     plan["as_of"])
         return {**decision, "candidate_model_uri": candidate, "champion_model_uri": "", "champion_model_sha256": "",
                 "champion_run_id": None, "champion_as_of": None, "forecast_model": NAIVE_FALLBACK,
-                "fallback_reason": fallback}
+                "fallback_reason": fallback, "decided_at": decided_at}
     log.info("quality gate: %s -> %s; %s forecasts as-of %s with %s (champion as of %s)", decision["reason"],
              "PROMOTED" if decision["promoted"] else "KEPT",
              "the promoted challenger" if decision["promoted"] else "the champion", plan["as_of"],
@@ -232,29 +241,62 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
     return {**decision, "candidate_model_uri": candidate, "champion_model_uri": champion["model_uri"],
             "champion_model_sha256": record_digests(champion),
             "champion_run_id": champion["run_id"], "champion_as_of": champion["as_of"],
-            "forecast_model": "challenger" if decision["promoted"] else "champion", "fallback_reason": None}
+            "forecast_model": "challenger" if decision["promoted"] else "champion", "fallback_reason": None,
+            "decided_at": decided_at}
 
 
 def advance_pointer(hook, uri: str, record: dict[str, Any]) -> bool:
-    """Point uri (`models/champion.json`, `forecast/latest.json`) at record unless it holds a later as-of date's;
-    returns whether it holds record now. A compare-and-set, so a backfill that read the pointer before a newer
-    date's run moved it never moves it back."""
+    """Point uri (`models/champion.json`, `forecast/latest.json`) at record unless it holds a later as-of date's, or
+    the same date's from a later decision (publication.replaces_latest); returns whether it holds record now. A
+    compare-and-set, so a backfill that read the pointer before a newer date's run moved it never moves it back."""
     holds = {}
 
     def change(latest: dict[str, Any] | None) -> dict[str, Any] | None:
-        holds["now"] = latest == record or replaces_latest(record["as_of"], latest)
+        holds["now"] = latest == record or replaces_latest(record, latest)
         return record if holds["now"] and latest != record else None
 
     compare_and_set_json(hook, uri, change)
     return holds["now"]
 
 
+def publish_copy(hook, attempt: str, published: str, files: list[str]) -> dict[str, str]:
+    """Copy the committed attempt's files to `published` by value, hashed on the way: returns their SHA-256 by path
+    (relative to the attempt). The copy is the published forecast: nothing writes it again. A file already there (a
+    re-run of publish_forecast for the same attempt) is kept as it is, and must hold the attempt's bytes."""
+    digests = {}
+    for path in files:
+        data = read_bytes(hook, under(attempt, path))
+        digests[path] = sha256_hex(data)
+        target = under(published, path)
+        if not exists(hook, target):
+            write_bytes(hook, target, data)
+        elif (kept := sha256_hex(read_bytes(hook, target))) != digests[path]:
+            raise PublishedForecastChangedError(
+                f"{target} was published with SHA-256 {kept}, but {under(attempt, path)} now holds {digests[path]}: "
+                "the attempt changed after it was published. The published copy is kept; re-run predict (a new "
+                "attempt) and publish_forecast to publish a new forecast.")
+    return digests
+
+
+def newer_same_date_champion(hook, plan: dict[str, str], forecast: dict[str, Any]) -> dict[str, Any] | None:
+    """The date's champion record when it names another model than the one this forecast used (None otherwise, and
+    for a naive fallback): a run for this date promoted it after this run's gate decided, so this forecast is not
+    the date's latest decision."""
+    if forecast["forecast_model"] == NAIVE_FALLBACK:
+        return None
+    record = read_pointer(hook, plan["champion_record"])
+    return record if record is not None and record.get("model_uri") != forecast["model_uri"] else None
+
+
 def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: str,
                      context: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
-    """Check the committed forecast and point `forecast/latest.json` at it unless that holds a newer as-of date's
-    forecast; returns the forecast record (the pointer's content) and whether the pointer now holds it. A naive
-    fallback forecast is published like any other, marked (forecast_model, fallback_reason) in the pointer and the
-    registry, and posts one "forecast fallback" alert (context: the task's, for the alert's notifier)."""
+    """Check the committed forecast, copy it to `forecast/published/<as_of>/<run key>/<attempt id>/` (Airflow's
+    prefix, the jobs may not write it; the SHA-256 of every file in the registry record), and point
+    `forecast/latest.json` at the copy unless that holds a newer as-of date's forecast or a later decision for the
+    same date; returns the forecast record (the pointer's content) and whether the pointer now holds it. Re-running
+    predict (a new attempt, the old one deleted) never changes a published forecast. A naive fallback forecast is
+    published like any other, marked (forecast_model, fallback_reason) in the pointer and the registry, and posts
+    one "forecast fallback" alert (context: the task's, for the alert's notifier)."""
     manifest = read_manifest(hook, plan["predictions"])   # one read: the attempt and the job's summary
     attempt, summary = attempt_uri(plan["predictions"], manifest), manifest.get("summary", {})
     forecast_model = gate.get("forecast_model") or "champion"
@@ -262,24 +304,31 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
         raise RuntimeError(f"the gate chose {forecast_model} to forecast, but {plan['predictions']} commits a "
                            f"forecast of {summary.get('forecast_model') or 'a model'}: clear predict and the tasks "
                            "after it.")
+    missing = [uri for uri in (under(attempt, SUBMISSION_FILE), report_uri(attempt)) if not exists(hook, uri)]
+    if missing:
+        raise FileNotFoundError(f"The committed predict output lacks {missing}: the predict job's output "
+                                "contract is in docs/ARCHITECTURE.md")
+    published = published_forecast_uri(plan["forecast_published"], attempt)
+    digests = publish_copy(hook, attempt, published, list(manifest["files"]))
     forecast = {
         "as_of": plan["as_of"],
         "run_id": run_id,
         "model_uri": gate["champion_model_uri"] or NAIVE_FALLBACK,
         "forecast_model": forecast_model,
         "fallback_reason": gate.get("fallback_reason"),
-        "submission_uri": under(attempt, SUBMISSION_FILE),
-        "quantiles_uri": under(attempt, QUANTILES_FILE),     # P10/P50/P90 per Id (forecast_quantiles.csv)
-        "report_uri": report_uri(attempt),
-        "predictions_uri": under(attempt, PREDICTIONS_DIR),
+        "submission_uri": under(published, SUBMISSION_FILE),
+        "quantiles_uri": under(published, QUANTILES_FILE),     # P10/P50/P90 per Id (forecast_quantiles.csv)
+        "report_uri": report_uri(published),
+        "predictions_uri": under(published, PREDICTIONS_DIR),
+        "published_uri": published,
+        "source_attempt_uri": attempt,
+        "forecast_sha256": digests,
+        # The gate's decision time orders two forecasts for one date ("" from a gate older than it: the oldest).
+        "decided_at": gate.get("decided_at") or "",
         "forecast_val_exp_rmspe": summary.get("validation_exp_rmspe"),
         "forecast_rows": summary.get("rows"),
         "published_at": datetime.now(timezone.utc).isoformat(),
     }
-    missing = [uri for uri in (forecast["submission_uri"], forecast["report_uri"]) if not exists(hook, uri)]
-    if missing:
-        raise FileNotFoundError(f"The committed predict output lacks {missing}: the predict job's output "
-                                "contract is in docs/ARCHITECTURE.md")
     # The report's URI only: a presigned URL is a bearer credential, so it goes to the predict task's "Forecast
     # report" extra link alone (report_link.py), never to a log or a return value.
     log.info("forecast report (one self-contained page): %s; the predict task's \"%s\" link opens it",
@@ -290,11 +339,18 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     forecast["record_uri"] = plan["forecast_record"]
     if forecast_model == NAIVE_FALLBACK:
         post_fallback_alert(forecast, context or {})
+    newer = newer_same_date_champion(hook, plan, forecast)
+    if newer is not None:
+        log.warning("forecast for as-of %s published at %s with %s, but %s now names %s (run %s, promoted at %s): "
+                    "a later decision for this date; %s is left to that run's forecast", plan["as_of"], published,
+                    forecast["model_uri"], plan["champion_record"], newer.get("model_uri"), newer.get("run_id"),
+                    newer.get("promoted_at"), plan["forecast_pointer"])
+        return forecast, False
     if not advance_pointer(hook, plan["forecast_pointer"], forecast):
         current = read_pointer(hook, plan["forecast_pointer"]) or {}
-        log.warning("forecast for as-of %s committed at %s; %s keeps the newer as-of %s forecast (run %s)",
-                    plan["as_of"], forecast["submission_uri"], plan["forecast_pointer"], current.get("as_of"),
-                    current.get("run_id"))
+        log.warning("forecast for as-of %s published at %s; %s keeps the forecast of as-of %s (run %s, decided at "
+                    "%s): a newer date's, or a later decision for this date", plan["as_of"], published,
+                    plan["forecast_pointer"], current.get("as_of"), current.get("run_id"), current.get("decided_at"))
         return forecast, False
     return forecast, True
 

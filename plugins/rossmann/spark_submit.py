@@ -1,9 +1,15 @@
 """SparkSubmitOperator that hands S3 settings from the AWS connection to spark-submit through its environment.
 
 Credentials never pass through templated fields (application_args, conf, env_vars): those are rendered into the
-UI and, on YARN, turned into --conf flags. Instead execute() sets the standard AWS_* variables in the task
-process, which spark-submit inherits; rossmann_jobs.spark_session.s3a_conf() maps them onto fs.s3a.* inside the
+UI and, on YARN, turned into --conf flags. Instead spark-submit starts with the standard AWS_* variables of the
+jobs' own connection in its environment; rossmann_jobs.spark_session.s3a_conf() maps them onto fs.s3a.* inside the
 job and Spark redacts *.secret.key. A connection without keys (IAM roles, instance profiles) sets nothing.
+
+spark-submit (in client mode the Spark driver, and through Horovod the ranks) never gets the task process's whole
+environment, which on an Airflow worker holds Airflow's connections (AIRFLOW_CONN_*: the identity that writes
+models/ and forecast/), its keys (Fernet, JWT, API secret) and its database settings: AllowListedSparkSubmitHook
+starts it with spark_submit_environment(), the allow-listed variables (SUBMIT_ENV_NAMES, SUBMIT_ENV_PREFIXES) and
+the jobs' S3 settings, nothing else.
 Spark settings come from configuration, so clusters differ only in connections: the project's per-job defaults
 (DEFAULT_JOB_CONF), then the Spark connection's extra `spark_conf` (every job, e.g. spark.pyspark.python), then its
 extra `job_conf` object of per-job settings ({"prepare": {"spark.driver.memory": "6g"}, "train": {...}}: sizing,
@@ -21,8 +27,9 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 import rossmann_jobs
@@ -142,6 +149,71 @@ def aws_environment(aws_conn_id: str | None) -> dict[str, str]:
     return {name: value for name, value in candidates.items() if value}
 
 
+# What spark-submit may inherit from the task process: the names below, and the names under the prefixes (except
+# secret-looking ones under ROSSMANN_/HOROVOD_). Anything else, Airflow's settings and connections included, stays
+# behind; the jobs' S3 settings come from their own connection (aws_environment), never from the task's AWS_*.
+SUBMIT_ENV_NAMES = frozenset({
+    # processes and files
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "HOSTNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TMP", "TEMP",
+    # Java, Hadoop/YARN, Kerberos (the ticket cache's path, for spark-submit's --keytab/ccache set-ups)
+    "JAVA_HOME", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "LD_LIBRARY_PATH", "HADOOP_HOME",
+    "HADOOP_CONF_DIR", "HADOOP_USER_NAME", "YARN_CONF_DIR", "KRB5CCNAME", "KRB5_CONFIG",
+    # Python
+    "PYTHONPATH", "PYTHONHOME", "PYTHONHASHSEED", "PYTHONUNBUFFERED", "VIRTUAL_ENV",
+    # network and TLS trust (a proxy, the CA bundle of an S3 endpoint)
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE",
+    "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    # threads and devices of the ranks, TensorFlow's log level
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TF_CPP_MIN_LOG_LEVEL", "GLOO_SOCKET_IFNAME",
+    "NCCL_SOCKET_IFNAME",
+})
+SUBMIT_ENV_PREFIXES = ("LC_", "SPARK_", "PYSPARK_", "ROSSMANN_", "HOROVOD_")
+# Under the project's own prefixes a name like these is a credential (the S3 keys of compose's .env): left behind.
+_SECRET_NAME = re.compile(r"SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|PRIVATE|(?:^|_)KEY(?:_|$)")
+_SECRET_CHECKED_PREFIXES = ("ROSSMANN_", "HOROVOD_")
+
+
+def inherited(name: str) -> bool:
+    """Whether spark-submit may inherit the task process's variable `name` (the allow-list)."""
+    if name in SUBMIT_ENV_NAMES:
+        return True
+    if not name.startswith(SUBMIT_ENV_PREFIXES):
+        return False
+    return not (name.startswith(_SECRET_CHECKED_PREFIXES) and _SECRET_NAME.search(name))
+
+
+def spark_submit_environment(parent: Mapping[str, str], jobs_aws: Mapping[str, str]) -> dict[str, str]:
+    """spark-submit's whole environment: the allow-listed variables of `parent` (the task process's), then the jobs'
+    S3 settings (`jobs_aws`: aws_environment of their connection)."""
+    return {**{name: value for name, value in parent.items() if inherited(name)}, **jobs_aws}
+
+
+class AllowListedSparkSubmitHook(SparkSubmitHook):
+    """SparkSubmitHook that starts spark-submit with spark_submit_environment() instead of a copy of os.environ.
+
+    The provider's submit() passes its Popen keyword arguments through, and replaces `env` by os.environ plus
+    env_vars only when env_vars are set: so env_vars are refused here (the DAG never sets them; they are templated,
+    shown in the UI and, on YARN or Kubernetes, turned into --conf flags)."""
+
+    jobs_aws: Mapping[str, str] = {}
+
+    @classmethod
+    def from_hook(cls, hook: SparkSubmitHook, jobs_aws: Mapping[str, str]) -> AllowListedSparkSubmitHook:
+        """This class with the state of `hook` as the provider's operator built it (its connection resolved from
+        every operator argument), and the jobs' S3 settings."""
+        allow_listed = cls.__new__(cls)
+        allow_listed.__dict__.update(vars(hook))
+        allow_listed.jobs_aws = dict(jobs_aws)
+        return allow_listed
+
+    def submit(self, application: str = "", **kwargs: Any) -> str | None:
+        if self._env_vars:
+            raise ValueError("env_vars are not supported: spark-submit gets the allow-listed environment "
+                             f"(rossmann.spark_submit.SUBMIT_ENV_NAMES), not {sorted(self._env_vars)}")
+        kwargs["env"] = spark_submit_environment(os.environ, self.jobs_aws)
+        return super().submit(application, **kwargs)
+
+
 def read_drop_manifest(drop_uri: str, aws_conn_id: str | None) -> dict | None:
     """The drop's `_SUCCESS` manifest (s3:// through the AWS connection, else a local path); None when there is none
     or it is empty (an unverified drop)."""
@@ -173,6 +245,12 @@ class RossmannSparkSubmitOperator(SparkSubmitOperator):
         super().__init__(**kwargs)
         self.aws_conn_id = aws_conn_id
         self.drop = drop
+        self.jobs_aws: dict[str, str] = {}
+
+    def _get_hook(self) -> AllowListedSparkSubmitHook:
+        """The provider's hook for this operator's arguments, starting spark-submit with the allow-listed
+        environment and the jobs' S3 settings (set by execute before the hook is made)."""
+        return AllowListedSparkSubmitHook.from_hook(super()._get_hook(), self.jobs_aws)
 
     def derived_launch_conf(self, job: str) -> dict[str, str]:
         if not self.drop:
@@ -193,10 +271,9 @@ class RossmannSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("Spark sizing of the %s job (connection %r, extras %r/%r): %s", job, self._conn_id,
                       SPARK_CONF_EXTRA, JOB_CONF_EXTRA,
                       {key: value for key, value in sorted(self.conf.items()) if _SIZING.search(key)} or "defaults")
-        aws_env = aws_environment(self.aws_conn_id)
-        os.environ.update(aws_env)
+        self.jobs_aws = aws_environment(self.aws_conn_id)
         self.log.info("S3 settings from connection %r passed to spark-submit via the environment: %s",
-                      self.aws_conn_id, sorted(aws_env) or "none (default AWS credential chain)")
+                      self.aws_conn_id, sorted(self.jobs_aws) or "none (default AWS credential chain)")
         from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
         try:

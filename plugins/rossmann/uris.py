@@ -1,6 +1,7 @@
 """Run-scoped storage URIs of one DAG run, computed from the bucket, the as-of date and the run id (pure)."""
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import date
 
@@ -10,12 +11,18 @@ from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE, config
 HISTORY_SUFFIX = ".json"
 
 
+RUN_KEY_HASH_CHARS = 8
+
+
 def run_key(run_id: str) -> str:
-    """A run id made safe for an S3 key and a Spark path: keeps [A-Za-z0-9._-], other runs of characters -> '_'."""
-    key = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("_.")
-    if not key:
+    """A run id made safe for an S3 key and a Spark path, and distinct for distinct run ids: the readable part keeps
+    [A-Za-z0-9._-] (other runs of characters -> '_'), then '-' and the first RUN_KEY_HASH_CHARS hex digits of the
+    SHA-256 of the exact run id. Without the hash, `manual__2015-07-31T00:00:00+00:00` and
+    `manual__2015-07-31T00_00_00_00_00` would share one key, so one run would commit into the other's prefixes."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("_.")
+    if not readable:
         raise ValueError(f"run id {run_id!r} has no characters usable in a storage key")
-    return key
+    return f"{readable}-{hashlib.sha256(run_id.encode('utf-8')).hexdigest()[:RUN_KEY_HASH_CHARS]}"
 
 
 def bucket_root(bucket: str | None = None) -> str:
@@ -58,6 +65,7 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
         "forecast_pointer": forecast_pointer_uri(bucket),
         "forecast_history": f"{root}/forecast/history",
         "forecast_record": forecast_record_uri(f"{root}/forecast/history", day, run_key(run_id)),
+        "forecast_published": f"{root}/forecast/published/{day}/{run_key(run_id)}",
         "scores": f"{root}/forecast/scores",
         "scores_summary": scores_summary_uri(bucket),
         "scores_report": f"{root}/forecast/scores/{REPORT_PAGE}",
@@ -68,6 +76,12 @@ def plan_run_uris(bucket: str, as_of: date, run_id: str) -> dict[str, str]:
 def pinned_model_uri(champion_models_uri: str, model_attempt_uri: str) -> str:
     """Where the gate keeps its immutable copy of a promoted model attempt: one folder per attempt id."""
     return f"{champion_models_uri.rstrip('/')}/{model_attempt_uri.rstrip('/').rsplit('/', 1)[-1]}"
+
+
+def published_forecast_uri(forecast_published_uri: str, predictions_attempt_uri: str) -> str:
+    """Where publish_forecast keeps its immutable copy of a committed predict attempt: one folder per attempt id
+    under `forecast/published/<as_of>/<run key>/`, a prefix only Airflow's identity writes."""
+    return pinned_model_uri(forecast_published_uri, predictions_attempt_uri)
 
 
 def champion_record_uri(history_uri: str, as_of: str) -> str:

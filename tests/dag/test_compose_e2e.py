@@ -141,7 +141,7 @@ def test_the_forecast_is_committed_for_every_test_row_of_the_drop(evidence):
     assert all(value > 0 for row_id, value in sales.items() if row_id not in closed)
     assert found["forecast_pointer"] == published and published["as_of"] == evidence["as_of"]
     plan = evidence["xcom"]["plan_run"]
-    assert published["submission_uri"].startswith(plan["predictions"] + "/")
+    assert published["submission_uri"].startswith(plan["forecast_published"] + "/")   # the published copy
 
 
 def test_the_promoted_model_is_the_pinned_champion(evidence):

@@ -159,9 +159,15 @@ def test_forecast_is_published_with_submission_and_report(dag_test_stack, first_
     xcom = first_run["summary"]["xcom"]
     plan, forecast = xcom["plan_run"], xcom["publish_forecast"]
     attempt = committed_attempt(dag_test_stack, plan["predictions"])
-    assert forecast["submission_uri"] == f"{attempt}/submission.csv"
-    assert forecast["report_uri"] == f"{attempt}/report/index.html"
+    # Published as a copy of the committed attempt under forecast/published/ (Airflow's prefix), hashed.
+    published = f"{plan['forecast_published']}/{attempt.rsplit('/', 1)[-1]}"
+    assert forecast["source_attempt_uri"] == attempt and forecast["published_uri"] == published
+    assert forecast["submission_uri"] == f"{published}/submission.csv"
+    assert forecast["report_uri"] == f"{published}/report/index.html"
     assert dag_test_stack.read_json(plan["forecast_pointer"]) == forecast
+    assert forecast["forecast_sha256"] == {
+        name: sha256_hex(dag_test_stack.read_bytes(f"{published}/{name}"))
+        for name in dag_test_stack.read_json(f"{plan['predictions']}/_SUCCESS")["files"]}
 
     raw_test = list(csv.DictReader(io.StringIO(dag_test_stack.read_bytes(f"{plan['raw']}/test.csv").decode())))
     submission = list(csv.DictReader(io.StringIO(dag_test_stack.read_bytes(forecast["submission_uri"]).decode())))

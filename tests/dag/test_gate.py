@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from rossmann.forecast_tasks import NAIVE_FALLBACK, apply_quality_gate, find_champion
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion, season_verdict
-from rossmann.uris import plan_run_uris
+from rossmann.uris import plan_run_uris, run_key
 from rossmann_jobs.commit_protocol import manifest_document, manifest_uri
 from rossmann_jobs.model.trust import sha256_hex
 
@@ -250,11 +250,11 @@ def test_history_by_as_of_date_and_the_newest_pointer():
     hook = FakeS3Hook()
     found, first = gate(hook, "2015-07-31", "r1", 0.20)
     assert found["champion_model_uri"] == "" and first["promoted"] and first["forecast_model"] == "challenger"
-    pinned = "s3://b/models/champions/2015-07-31/r1/a-r1"
+    pinned = f"s3://b/models/champions/2015-07-31/{run_key('r1')}/a-r1"
     assert first["champion_model_uri"] == pinned and first["champion_as_of"] == "2015-07-31"
     assert hook.json(f"{HISTORY}/2015-07-31.json")["model_uri"] == pinned
     assert hook.json("s3://b/models/champion.json")["model_uri"] == pinned
-    assert hook.objects[("b", "models/champions/2015-07-31/r1/a-r1/model/weights.npz")] == b"weights r1"
+    assert hook.objects[("b", f"models/champions/2015-07-31/{run_key('r1')}/a-r1/model/weights.npz")] == b"weights r1"
     # The record holds the SHA-256 of the pinned model files, and hands them on to the jobs that load it.
     recorded = hook.json(f"{HISTORY}/2015-07-31.json")["model_sha256"]
     assert recorded == {name: sha256_hex(content) for name, content in model_files("r1").items()}
@@ -273,7 +273,7 @@ def test_history_by_as_of_date_and_the_newest_pointer():
     found, between = gate(hook, "2015-07-15", "r2", 0.45, champion_score=0.40)
     assert found["champion_as_of"] == "2015-06-30"
     assert between["promoted"] is False and between["forecast_model"] == "champion"
-    assert between["champion_model_uri"] == "s3://b/models/champions/2015-06-30/r0/a-r0"
+    assert between["champion_model_uri"] == f"s3://b/models/champions/2015-06-30/{run_key('r0')}/a-r0"
     assert (between["candidate_val_exp_rmspe"], between["champion_val_exp_rmspe"],
             between["baseline_val_exp_rmspe"]) == (0.45, 0.40, 0.5)
     assert ("b", "models/champions/history/2015-07-15.json") not in hook.objects
@@ -399,7 +399,7 @@ def test_warm_start_uses_the_champion_as_of_the_date_never_a_later_one():
     gate(hook, "2015-07-20", "r2", 0.2, champion_score=0.3)
     as_of_15 = find_champion(hook, plan_run_uris("b", date(2015, 7, 15), "r3"), warm_start=True)
     assert as_of_15["warm_start_model_uri"] == as_of_15["champion_model_uri"] == (
-        "s3://b/models/champions/2015-07-10/r1/a-r1")                # not the 07-20 model, trained on later data
+        f"s3://b/models/champions/2015-07-10/{run_key('r1')}/a-r1")   # not the 07-20 model, trained on later data
     assert find_champion(hook, plan_run_uris("b", date(2015, 7, 15), "r4"))["warm_start_model_uri"] == ""   # off
     first = find_champion(hook, plan_run_uris("b", date(2015, 7, 1), "r5"), warm_start=True)
     assert first["warm_start_model_uri"] == first["champion_model_uri"] == ""   # no champion yet: a cold start
@@ -447,12 +447,13 @@ def test_a_run_never_replaces_a_same_date_champion_its_train_job_did_not_score()
     setups = {run: trained(hook, "2015-07-31", run, scores(challenger, 0.5)) for run, challenger in
               (("r1", 0.20), ("r2", 0.10))}
     assert apply_quality_gate(hook, *setups["r1"], 0.0, "r1")["promoted"]
-    with pytest.raises(ScoredChampionError, match=r"names s3://b/models/champions/2015-07-31/r1/a-r1 \(run r1.*"
-                                                  r"did not score \(it scored no champion\)"):
+    winner = f"s3://b/models/champions/2015-07-31/{run_key('r1')}/a-r1"
+    with pytest.raises(ScoredChampionError, match=rf"names {winner} \(run r1.*did not score \(it scored no champion\)"):
         apply_quality_gate(hook, *setups["r2"], 0.0, "r2")
     assert hook.json(f"{HISTORY}/2015-07-31.json")["run_id"] == hook.json("s3://b/models/champion.json")["run_id"] \
         == "r1"
-    assert not [key for _b, key in hook.objects if key.startswith("models/champions/2015-07-31/r2/")]  # not pinned
+    loser = f"models/champions/2015-07-31/{run_key('r2')}/"
+    assert not [key for _b, key in hook.objects if key.startswith(loser)]   # not pinned
     # A run that lost to the baseline does not need the comparison: the date's champion forecasts for it.
     plan, metrics = trained(hook, "2015-07-31", "r3", scores(0.7, 0.5))
     assert apply_quality_gate(hook, plan, metrics, 0.0, "r3")["champion_run_id"] == "r1"
@@ -534,3 +535,139 @@ def test_a_naive_fallback_is_published_marked_and_alerted(monkeypatch):
     assert len(posted) == 1
     with pytest.raises(RuntimeError, match="clear predict"):
         forecast_tasks.publish_forecast(hook, plan, gate_xcom, "r2")
+
+
+# --- published forecasts: immutable copies, and the latest decision for a date ---------------------------------
+
+def predicted(hook: FakeS3Hook, plan: dict, attempt_id: str, content: str, forecast_model: str = "network") -> str:
+    """A committed predict attempt of the run whose files hold `content`; its URI."""
+    attempt = f"{plan['predictions']}/attempts/{attempt_id}"
+    names = ("submission.csv", "forecast_quantiles.csv", "report/index.html", "predictions/Split=test/part-0.parquet")
+    files = [f"{attempt}/{name}" for name in names]
+    for uri in files:
+        hook.load_bytes(f"{content} {uri.rsplit('/', 1)[-1]}".encode(), *reversed(hook._split(uri)))
+    summary = {"validation_exp_rmspe": 0.1, "rows": {"test": 1}, "forecast_model": forecast_model,
+               "horizon": {"start": "2015-08-01", "end": "2015-09-17"}}
+    hook.load_string(json.dumps(manifest_document(plan["predictions"], attempt, files, summary)),
+                     *reversed(hook._split(manifest_uri(plan["predictions"]))))
+    return attempt
+
+
+def published_bytes(hook: FakeS3Hook, forecast: dict) -> dict[str, bytes]:
+    root = hook._split(forecast["published_uri"])[1] + "/"
+    return {key[len(root):]: data for (_b, key), data in hook.objects.items() if key.startswith(root)}
+
+
+def test_a_published_forecast_is_a_hashed_copy_that_a_predict_rerun_never_changes():
+    from rossmann import forecast_tasks
+
+    hook = FakeS3Hook()
+    plan = plan_run_uris("b", date(2015, 7, 31), "r1")
+    attempt = predicted(hook, plan, "p1", "first")
+    gate_xcom = {"champion_model_uri": "s3://b/models/m", "forecast_model": "champion",
+                 "decided_at": "2015-08-01T00:00:00+00:00"}
+    forecast, latest = forecast_tasks.publish_forecast(hook, plan, gate_xcom, "r1")
+    assert latest and forecast["published_uri"] == f"s3://b/forecast/published/2015-07-31/{run_key('r1')}/p1"
+    pointer, registered = hook.json(plan["forecast_pointer"]), hook.json(plan["forecast_record"])
+    for name in ("submission_uri", "report_uri", "predictions_uri", "quantiles_uri"):
+        assert pointer[name].startswith(forecast["published_uri"] + "/"), name   # the copy, not runs/
+    assert registered["predictions_uri"] == pointer["predictions_uri"] and registered["source_attempt_uri"] == attempt
+    before = published_bytes(hook, forecast)
+    assert registered["forecast_sha256"] == {path: sha256_hex(data) for path, data in before.items()}
+    assert sorted(before) == ["forecast_quantiles.csv", "predictions/Split=test/part-0.parquet",
+                              "report/index.html", "submission.csv"]
+
+    # A re-run of predict: the jobs rewrite the attempt's files (here in place), then commit a new attempt and
+    # delete the old one. The published copy keeps its bytes, and the pointer names it still.
+    for key in [key for _b, key in hook.objects if key.startswith(hook._split(attempt)[1] + "/")]:
+        hook.objects[("b", key)] = b"overwritten by a predict re-run"
+    with pytest.raises(forecast_tasks.PublishedForecastChangedError, match="changed after it was published"):
+        forecast_tasks.publish_forecast(hook, plan, gate_xcom, "r1")     # never re-copied over the published one
+    for key in [key for _b, key in hook.objects if key.startswith(hook._split(attempt)[1] + "/")]:
+        del hook.objects[("b", key)]
+    assert published_bytes(hook, forecast) == before and hook.json(plan["forecast_pointer"]) == pointer
+    # Its next publish_forecast publishes the new attempt as a new copy, beside the old one.
+    predicted(hook, plan, "p2", "second")
+    again, latest = forecast_tasks.publish_forecast(hook, plan, gate_xcom, "r1")
+    assert latest and again["published_uri"].endswith("/p2") and published_bytes(hook, forecast) == before
+    # Negative control: before the copy, the pointer named the attempt, which the re-run deleted.
+    assert not [key for _b, key in hook.objects if key.startswith(hook._split(attempt)[1] + "/")]
+
+
+def race_one_date(publish_order: list[str]) -> tuple[FakeS3Hook, dict, dict]:
+    """Runs A and B for one date both run find_champion (the earlier date's champion C0) before either gate; A's
+    gate promotes, then B's loses against C0; then they publish in `publish_order`. Returns the hook, the gates'
+    results and the published forecasts by run."""
+    from rossmann import forecast_tasks
+
+    hook = FakeS3Hook()
+    gate(hook, "2015-07-20", "c0", 0.30)                                         # C0, as of an earlier date
+    plans = {run: plan_run_uris("b", date(2015, 7, 31), run) for run in ("A", "B")}
+    found = {run: find_champion(hook, plan) for run, plan in plans.items()}
+    assert found["A"]["champion_run_id"] == found["B"]["champion_run_id"] == "c0"
+    gates = {}
+    for run, challenger in (("A", 0.20), ("B", 0.35)):
+        scored = scores(challenger, 0.5, 0.30, found[run]["champion_model_uri"])
+        plan, metrics = trained(hook, "2015-07-31", run, scored)
+        gates[run] = apply_quality_gate(hook, plan, metrics, 0.0, run)
+        predicted(hook, plans[run], f"p-{run}", f"forecast of {run} with {gates[run]['champion_model_uri']}")
+    published = {run: forecast_tasks.publish_forecast(hook, plans[run], gates[run], run)[0] for run in publish_order}
+    return hook, gates, published
+
+
+@pytest.mark.parametrize("publish_order", [["A", "B"], ["B", "A"]])
+def test_a_same_date_race_ends_with_the_winners_champion_published(publish_order):
+    hook, gates, published = race_one_date(publish_order)
+    winner = f"s3://b/models/champions/2015-07-31/{run_key('A')}/a-A"
+    assert gates["A"]["promoted"] and gates["A"]["champion_model_uri"] == winner
+    # B lost against the champion it scored (C0), but the date's record names A's model now: B forecasts with it.
+    assert not gates["B"]["promoted"] and "champion 0.30000" in gates["B"]["reason"]
+    assert gates["B"]["champion_model_uri"] == winner and gates["B"]["champion_run_id"] == "A"
+    assert hook.json(f"{HISTORY}/2015-07-31.json")["model_uri"] == winner
+    latest = hook.json("s3://b/forecast/latest.json")
+    assert latest["model_uri"] == winner and latest["run_id"] == "B"          # B decided last, with the winner's model
+    assert {forecast["model_uri"] for forecast in published.values()} == {winner}
+
+
+def test_an_earlier_decision_published_last_never_moves_latest_back():
+    """B's gate decided before A promoted (so it forecast with C0); A publishes, then B: latest.json keeps A's
+    forecast, and B's stays registered. Negative control: the as-of date alone would have let B replace it."""
+    from rossmann import forecast_tasks
+    from rossmann.publication import decision_order
+
+    hook = FakeS3Hook()
+    gate(hook, "2015-07-20", "c0", 0.30)
+    plans = {run: plan_run_uris("b", date(2015, 7, 31), run) for run in ("A", "B")}
+    found = {run: find_champion(hook, plan) for run, plan in plans.items()}
+    gates = {}
+    for run, challenger in (("B", 0.35), ("A", 0.20)):                          # B's gate first: C0 forecasts
+        scored = scores(challenger, 0.5, 0.30, found[run]["champion_model_uri"])
+        plan, metrics = trained(hook, "2015-07-31", run, scored)
+        gates[run] = apply_quality_gate(hook, plan, metrics, 0.0, run)
+        predicted(hook, plans[run], f"p-{run}", run)
+    assert gates["B"]["champion_run_id"] == "c0" and gates["A"]["promoted"]
+    forecast_tasks.publish_forecast(hook, plans["A"], gates["A"], "A")
+    b_forecast, b_latest = forecast_tasks.publish_forecast(hook, plans["B"], gates["B"], "B")
+    assert not b_latest and hook.json("s3://b/forecast/latest.json")["run_id"] == "A"
+    assert hook.json(plans["B"]["forecast_record"])["run_id"] == "B"          # registered, so it is scored
+    assert b_forecast["as_of"] == hook.json("s3://b/forecast/latest.json")["as_of"]   # what `>=` compared
+    assert decision_order(b_forecast) < decision_order(hook.json("s3://b/forecast/latest.json"))
+
+
+def test_a_forecast_decided_before_a_same_date_promotion_it_never_saw_is_not_the_latest():
+    """A gate that read the date's record just before another run's promotion landed (and decided later by the
+    clock) forecasts with the older champion: at publication the date's record names another model, so latest.json
+    stays with that run's forecast."""
+    from rossmann import forecast_tasks
+
+    hook = FakeS3Hook()
+    gate(hook, "2015-07-20", "c0", 0.30)
+    plans = {run: plan_run_uris("b", date(2015, 7, 31), run) for run in ("A", "B")}
+    _found, a_gate = gate(hook, "2015-07-31", "A", 0.20, champion_score=0.30)
+    predicted(hook, plans["A"], "p-A", "A")
+    forecast_tasks.publish_forecast(hook, plans["A"], a_gate, "A")
+    stale = {"champion_model_uri": f"s3://b/models/champions/2015-07-20/{run_key('c0')}/a-c0",
+             "forecast_model": "champion", "decided_at": "2999-01-01T00:00:00+00:00"}   # "later" by the clock
+    predicted(hook, plans["B"], "p-B", "B")
+    _forecast, latest = forecast_tasks.publish_forecast(hook, plans["B"], stale, "B")
+    assert not latest and hook.json("s3://b/forecast/latest.json")["run_id"] == "A"

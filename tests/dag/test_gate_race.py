@@ -118,6 +118,7 @@ def test_two_runs_for_one_date_cannot_both_promote(empty_bucket):
     scored, and stops clearly instead of replacing it (before: both promoted, the last write silently won)."""
     from rossmann.forecast_tasks import apply_quality_gate
     from rossmann.gate import ScoredChampionError
+    from rossmann.uris import run_key
 
     setups = {run: trained(empty_bucket, "2015-07-31", run, scores(challenger, 0.5), B)
               for run, challenger in (("r1", 0.20), ("r2", 0.10))}
@@ -127,7 +128,7 @@ def test_two_runs_for_one_date_cannot_both_promote(empty_bucket):
 
     assert outcome["r1"]["promoted"] is True
     assert isinstance(outcome["r2"], ScoredChampionError), outcome["r2"]
-    assert f"names s3://{B}/models/champions/2015-07-31/r1/a-r1 (run r1" in str(outcome["r2"])
+    assert f"names s3://{B}/models/champions/2015-07-31/{run_key('r1')}/a-r1 (run r1" in str(outcome["r2"])
     assert "did not score" in str(outcome["r2"]) and "clear find_champion" in str(outcome["r2"])
     record = json.loads(empty_bucket.read_key("models/champions/history/2015-07-31.json", B))
     pointer = json.loads(empty_bucket.read_key("models/champion.json", B))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 
 import pytest
@@ -16,15 +17,30 @@ from rossmann.uris import champion_record_uri, pinned_model_uri, plan_run_uris, 
 
 
 def test_run_key_is_storage_safe_and_keeps_distinct_runs_distinct():
-    assert run_key("manual__2015-07-31T00:00:00+00:00") == "manual__2015-07-31T00_00_00_00_00"
+    key = run_key("manual__2015-07-31T00:00:00+00:00")
+    # Readable (the sanitized run id), then a short hash of the exact run id; stable: the same id, the same key.
+    assert key == "manual__2015-07-31T00_00_00_00_00-30b070a7" == run_key("manual__2015-07-31T00:00:00+00:00")
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", key)
     assert run_key("backfill__2015-07-30T00:00:00+00:00") != run_key("scheduled__2015-07-30T00:00:00+00:00")
     with pytest.raises(ValueError):
         run_key("///")
 
 
+def test_run_ids_that_sanitize_alike_get_distinct_keys_and_prefixes():
+    """Two run ids whose readable parts are equal (a manual run named like another run's sanitized id) never share a
+    run key, so neither commits into the other's runs/, champions/ or registry prefixes."""
+    one, other = "manual__2015-07-31T00:00:00+00:00", "manual__2015-07-31T00_00_00_00_00"
+    assert run_key(one).rsplit("-", 1)[0] == run_key(other).rsplit("-", 1)[0]    # the readable part collides
+    assert run_key(one) != run_key(other)
+    first, second = (plan_run_uris("rossmann", date(2015, 7, 31), run) for run in (one, other))
+    for name in ("features", "model", "predictions", "champion_models", "forecast_record", "scoring_forecasts"):
+        assert first[name] != second[name], name
+
+
 def test_plan_is_run_scoped_and_dated():
     plan = plan_run_uris("rossmann", date(2015, 7, 31), "scheduled__2015-07-31T00:00:00+00:00")
-    run_root = "s3://rossmann/runs/2015-07-31/scheduled__2015-07-31T00_00_00_00_00"
+    key = run_key("scheduled__2015-07-31T00:00:00+00:00")
+    run_root = f"s3://rossmann/runs/2015-07-31/{key}"
     assert plan.items() >= {
         "as_of": "2015-07-31",
         "raw": "s3://rossmann/raw/2015-07-31",
@@ -35,18 +51,33 @@ def test_plan_is_run_scoped_and_dated():
         "champion": "s3://rossmann/models/champion.json",
         "champion_history": "s3://rossmann/models/champions/history",
         "champion_record": "s3://rossmann/models/champions/history/2015-07-31.json",
-        "champion_models": "s3://rossmann/models/champions/2015-07-31/scheduled__2015-07-31T00_00_00_00_00",
+        "champion_models": f"s3://rossmann/models/champions/2015-07-31/{key}",
         "forecast_pointer": "s3://rossmann/forecast/latest.json",
     }.items()
 
 
 def test_forecast_pointer_moves_only_to_the_same_or_a_later_as_of_date():
-    current = {"as_of": "2015-07-31", "run_id": "scheduled__2015-07-31"}
-    assert replaces_latest("2015-07-31", None)
-    assert replaces_latest("2015-08-01", current)
-    assert replaces_latest("2015-07-31", current)        # a re-run of the latest date
-    assert not replaces_latest("2015-07-30", current)    # a backfill of an earlier date
-    assert not replaces_latest("2014-12-31", current)
+    current = {"as_of": "2015-07-31", "run_id": "scheduled__2015-07-31", "decided_at": "2015-08-01T01:00:00+00:00"}
+    assert replaces_latest({"as_of": "2015-07-31"}, None)
+    assert replaces_latest({"as_of": "2015-08-01", "decided_at": "2015-08-01T00:00:00+00:00"}, current)
+    assert replaces_latest({**current, "published_at": "later"}, current)   # a re-publish of the same decision
+    assert not replaces_latest({"as_of": "2015-07-30", "decided_at": "2015-08-02T00:00:00+00:00"}, current)  # backfill
+    assert not replaces_latest({"as_of": "2014-12-31"}, current)
+
+
+def test_of_two_decisions_for_one_date_the_earlier_never_replaces_the_later():
+    """A run whose gate decided first but publishes last (it lost a same-date race) leaves the later decision's
+    forecast in latest.json; a later decision replaces an earlier one, and a pointer written before decisions were
+    stamped counts as the oldest of its date. Champion records order by promoted_at the same way."""
+    later = {"as_of": "2015-07-31", "run_id": "a", "decided_at": "2015-08-01T01:00:00+00:00"}
+    earlier = {"as_of": "2015-07-31", "run_id": "b", "decided_at": "2015-08-01T00:59:00+00:00"}
+    assert not replaces_latest(earlier, later) and replaces_latest(later, earlier)
+    assert replaces_latest(earlier, {"as_of": "2015-07-31", "run_id": "old"})
+    assert not replaces_latest({"as_of": "2015-07-31", "run_id": "old"}, earlier)
+    assert not replaces_latest({"as_of": "2015-07-31", "promoted_at": "2015-08-01T00:00:00+00:00"},
+                               {"as_of": "2015-07-31", "promoted_at": "2015-08-01T00:30:00+00:00"})
+    # Negative control: the as-of date alone (the rule before) lets the earlier decision replace the later one.
+    assert date.fromisoformat(earlier["as_of"]) >= date.fromisoformat(later["as_of"])
 
 
 def test_pinned_model_uri_is_one_folder_per_attempt():

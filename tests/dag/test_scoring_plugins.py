@@ -8,7 +8,7 @@ import pytest
 
 from rossmann import scoring_tasks
 from rossmann.publication import forecast_registry_record
-from rossmann.uris import forecast_record_key, forecast_record_uri, plan_run_uris
+from rossmann.uris import forecast_record_key, forecast_record_uri, plan_run_uris, run_key
 
 HISTORY = "s3://b/forecast/history"
 
@@ -44,7 +44,7 @@ def entry(scoring_date: str, end: str) -> dict:
 
 def test_plan_names_the_registry_record_scores_and_the_run_scoped_list():
     plan = plan_run_uris("rossmann", date(2015, 8, 3), "scheduled__2015-08-03T00:00:00+00:00")
-    key = "scheduled__2015-08-03T00_00_00_00_00"
+    key = run_key("scheduled__2015-08-03T00:00:00+00:00")
     assert plan["forecast_history"] == "s3://rossmann/forecast/history"
     assert plan["forecast_record"] == f"s3://rossmann/forecast/history/2015-08-03/{key}.json"
     assert plan["scores"] == "s3://rossmann/forecast/scores"
@@ -116,10 +116,11 @@ def test_registry_record_carries_what_the_scoring_job_needs():
     forecast = {"as_of": "2015-07-31", "run_id": "manual__2015-07-31T00:00:00+00:00", "predictions_uri": "s3://p",
                 "submission_uri": "s3://s", "report_uri": "s3://r", "model_uri": "s3://m"}
     out = forecast_registry_record(forecast, {"horizon": {"start": "2015-08-01", "end": "2015-09-17"}})
-    assert out == {"as_of": "2015-07-31", "run_id": forecast["run_id"], "run_key": "manual__2015-07-31T00_00_00_00_00",
+    assert out == {"as_of": "2015-07-31", "run_id": forecast["run_id"], "run_key": run_key(forecast["run_id"]),
                    "predictions_uri": "s3://p", "submission_uri": "s3://s", "report_uri": "s3://r",
                    "horizon_start": "2015-08-01", "horizon_end": "2015-09-17", "forecast_model": None,
-                   "fallback_reason": None}
+                   "fallback_reason": None, "published_uri": None, "source_attempt_uri": None,
+                   "forecast_sha256": None, "decided_at": None}
     with pytest.raises(ValueError, match="no horizon"):
         forecast_registry_record(forecast, {"rows": {}})
 
