@@ -49,7 +49,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation, SparkSession
 
 from rossmann_jobs import storage
-from rossmann_jobs.features import accounting, drop_settings, encode, freshness, point_in_time, split
+from rossmann_jobs.features import accounting, drop_settings, encode, freshness, point_in_time, recent_level, split
 from rossmann_jobs.features.drop_manifest import DROP_MARKER, mismatches, parse_manifest
 from rossmann_jobs.features.metadata import metadata_document
 from rossmann_jobs.features.pipeline import (
@@ -309,7 +309,8 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
             # (and no scan of the materialized rows) of their own.
             observed = Observation("feature pass")
             features = hold(
-                sales_features(rows, lookups, as_of, parsed[TEST.name], point_in_time_mode).observe(
+                sales_features(rows, lookups, as_of, parsed[TEST.name], point_in_time_mode,
+                               recent_level.broadcast_levels(input_rows[TRAIN.name] + input_rows[TEST.name])).observe(
                     observed, *accounting.horizon_metrics(horizon_row()),
                     *accounting.vocabulary_metrics(VOCABULARY_ROW)))
         pass_metrics = observed.get

@@ -100,7 +100,7 @@ def vocabulary_row(as_of: date) -> Column:
 
 
 def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFrame,
-                   mode: str = point_in_time.DEFAULT_MODE) -> DataFrame:
+                   mode: str = point_in_time.DEFAULT_MODE, broadcast_levels: bool = True) -> DataFrame:
     """Every sales row with its features (not encoded), IN_SCOPE, VOCABULARY_ROW and PROBLEM: FEATURE_ROW_COLS.
 
     The windows (duplicates, store seen in train, elapsed days) run first, on narrow rows: one shuffle by Store
@@ -109,13 +109,13 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFra
     store (the event happened all the same; and an unseen store's rows are all quarantined). The broadcast joins
     of the lookups follow (trend and weather as mode allows at as_of, see lookup_tables). plan: the parsed
     test.csv rows, whose dates tell which days the strict tables must cover. Needs as_of, not the horizon (see
-    horizon_row: it is found from these rows).
+    horizon_row: it is found from these rows). broadcast_levels: recent_level.add_origin_features' join.
     """
     rows = rows.withColumn(VOCABULARY_ROW, vocabulary_row(as_of)).repartition("Store")
     rows = _quarantine_duplicate_days(rows).withColumn(IN_SCOPE, in_scope(as_of))
     # Between the two (Store; Date) window passes: a broadcast join keeps the rows' order, so the second pass needs
     # no new sort, and the origin features' code stays out of the fused stage of the joins (near the JIT limit).
-    rows = recent_level.add_origin_features(rows, as_of, history=_sales_history())
+    rows = recent_level.add_origin_features(rows, as_of, history=_sales_history(), broadcast=broadcast_levels)
     rows = add_elapsed(rows, eligible=F.col(IN_SCOPE) & acceptable(), same_pass={SEEN_IN_TRAIN: _seen_in_train()})
     # Checked with the lookup misses (it comes first), so that one quarantine step renders the rejected record.
     unseen_store = ((F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),

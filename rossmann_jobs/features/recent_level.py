@@ -29,6 +29,13 @@ HORIZON_BLOCK = -1
 
 CHRISTMAS_SEASON_LAST_JANUARY_DAY = 6   # 1 December .. 6 January (Epiphany)
 
+# The levels table has about one row per 3.3 sales rows (a cell per store, 48-day block, weekday and promo flag).
+# Broadcast, it keeps the rows' partitioning and order (no shuffle of the rows), but every task slot's JVM holds it
+# as a hash table: at 1x Rossmann (1.0 M sales rows, 0.3 M cells) that is cheap; at 10x (10.2 M rows) the 2g driver
+# ran out of heap deserializing it and retried its page allocations forever. Above this many sales rows the
+# levels are joined by a shuffle instead (the same values: a join's strategy does not change them).
+MAX_SALES_ROWS_TO_BROADCAST_LEVELS = 2_500_000
+
 _BLOCK, _PROMO = "_block", "_promo"
 _CELL = ["Store", _BLOCK, "DayOfWeek", _PROMO]
 
@@ -55,9 +62,15 @@ def in_christmas_season(day: Column) -> Column:
     return (F.month(day) == 12) | ((F.month(day) == 1) & (F.dayofmonth(day) <= CHRISTMAS_SEASON_LAST_JANUARY_DAY))
 
 
-def add_origin_features(rows: DataFrame, as_of: date, history: Column) -> DataFrame:
+def broadcast_levels(sales_rows: int) -> bool:
+    """Whether add_origin_features broadcasts its levels table, given the sales rows (train.csv + test.csv)."""
+    return sales_rows <= MAX_SALES_ROWS_TO_BROADCAST_LEVELS
+
+
+def add_origin_features(rows: DataFrame, as_of: date, history: Column, broadcast: bool = True) -> DataFrame:
     """rows + ORIGIN_COLS. rows need Store, Date, DayOfWeek, Promo (0/1) and Sales; history: the rows whose sales
-    count (train rows up to D that parse, are unique and sold something). Only those rows' sales are read."""
+    count (train rows up to D that parse, are unique and sold something). Only those rows' sales are read.
+    broadcast: join the levels table as a broadcast (broadcast_levels), else by a shuffle."""
     rows = rows.withColumns({_BLOCK: origin_block(as_of), _PROMO: (F.col("Promo") != 0).cast("int")})
     rows = rows.withColumn(LEAD_COL, lead_days(as_of).cast("float"))
     # A history row is in the tail of its block when it lies in the last TAIL_DAYS before that block's end: the
@@ -72,9 +85,10 @@ def add_origin_features(rows: DataFrame, as_of: date, history: Column) -> DataFr
                                      _count_or_null(F.when(tail, log_sales)).alias("_tail_n"),
                                      F.sum(all_log_sales).alias("_all_sum"),
                                      _count_or_null(all_log_sales).alias("_all_n"))
-    # One row per (store, block, weekday, promo) of the rows, ready to use: ~300 k rows and ~13 MB at full scale,
-    # broadcast so the rows keep their partitioning and order (no shuffle of the rows for it).
-    return rows.join(F.broadcast(levels_at_origins(cells)), _CELL, "left").drop(_BLOCK, _PROMO)
+    # One row per (store, block, weekday, promo) of the rows, ready to use: ~300 k rows and ~13 MB at full scale.
+    levels = levels_at_origins(cells)
+    # "merge": a sort-merge join whatever Spark estimates the table's size to be.
+    return rows.join(F.broadcast(levels) if broadcast else levels.hint("merge"), _CELL, "left").drop(_BLOCK, _PROMO)
 
 
 def _count_or_null(values: Column) -> Column:

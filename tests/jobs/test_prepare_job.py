@@ -336,3 +336,31 @@ def test_spark_submit_fails_with_exit_code_2_and_the_reason(tmp_path, drop):
     # The driver's Python log can land on either stream, depending on how spark-submit was started.
     assert "store.csv: wrong delimiter" in done.stdout + done.stderr
     assert not storage.exists(storage.join(str(tmp_path / "out"), storage.MANIFEST_NAME))
+
+
+def test_the_levels_join_by_a_shuffle_above_the_broadcast_size_gives_the_same_features(spark, raw_dir):
+    """At 10x Rossmann the broadcast levels table outgrew a 2g driver's heap: above
+    recent_level.MAX_SALES_ROWS_TO_BROADCAST_LEVELS the job joins it by a shuffle. Both joins give the same rows."""
+    from rossmann_jobs.features import recent_level
+    from rossmann_jobs.features.pipeline import classify_lookups, sales_features, sales_rows
+    from rossmann_jobs.features.split import SOURCE
+    from rossmann_jobs.features.validate import PROBLEM, parse_columns, read_text_csv
+
+    assert recent_level.broadcast_levels(1_017_209 + 41_088)          # Rossmann's train.csv + test.csv
+    assert not recent_level.broadcast_levels(10 * (1_017_209 + 41_088))
+    parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw_dir, name), raw_file), raw_file)
+              for name, raw_file in RAW_FILES.items()}
+    lookups, _ = classify_lookups(parsed, RAW_FILES, AS_OF)
+
+    def features(broadcast: bool):
+        frame = sales_features(sales_rows(parsed["train.csv"], parsed["test.csv"]), lookups, AS_OF,
+                               parsed["test.csv"], broadcast_levels=broadcast)
+        plan = frame._jdf.queryExecution().executedPlan().toString()
+        rows = (frame.drop(PROBLEM).toPandas().sort_values([SOURCE, "Store", "Date", "Id"], na_position="first")
+                .reset_index(drop=True))
+        return plan.count("BroadcastHashJoin"), rows
+
+    (broadcasts, broadcast_rows), (shuffled_broadcasts, shuffled_rows) = features(True), features(False)
+    assert shuffled_broadcasts == broadcasts - 1   # the levels' join, and only it, no longer broadcast
+    assert len(broadcast_rows) > 1000
+    pd.testing.assert_frame_equal(broadcast_rows, shuffled_rows)
