@@ -26,14 +26,16 @@ deterministically per (Store, Date).
 
 Every input row ends in exactly one place, checked before commit: a split, an exclusion (after as-of, before the
 horizon, zero sales, sampled out; a lookup row is accepted, or after as-of in strict mode) or rejected/ with its
-reason. Files, columns and headers are checked up front, and so is that each file is text (a block of NULs or
-binary garbage is refused: the rows it destroyed cannot be counted); row-level problems are quarantined while they
-stay under --max-reject-fraction of their file, else the job fails naming the file, reason, column and example
-rows. The lookup files and the plan are checked on their own before any join, and any problem in a plan
-(test.csv) row fails the job: every plan row must be forecast. The drop must be fresh (features/freshness.py):
-train.csv holds the actuals of D (--max-staleness-days) for every store that reports, and test.csv has no row
-dated <= D (a stale plan). The files are checked against the drop's _SUCCESS manifest; a drop closed by an empty
-marker is prepared unverified (warned, recorded in metadata.json) unless --no-allow-unverified-drop refuses it.
+reason. Files and headers are checked up front (columns are read by header name, in any order), and so is that
+each file is text (a block of NULs or binary garbage is refused: the rows it destroyed cannot be counted);
+row-level problems are quarantined while they stay under --max-reject-fraction of their file, else the job fails
+naming the file, reason, column and example rows (train.csv's parse problems before the freshness checks, which
+would only see the rows they leave). The lookup files and the plan are checked on their own before any join, and
+any problem in a plan (test.csv) row fails the job: every plan row must be forecast. The drop must be fresh
+(features/freshness.py): train.csv holds the actuals of D (--max-staleness-days) for every store that reports,
+and test.csv has no row dated <= D (a stale plan). The files are checked against the drop's _SUCCESS manifest; a
+drop closed by an empty marker is prepared unverified (warned, recorded in metadata.json) unless
+--no-allow-unverified-drop refuses it.
 metadata.json records each raw file's SHA-256 (input_checksums): after the feature pass the files are digested
 again (a file landed anew while Spark read it fails the job), and predict checks test.csv against it. Output is
 committed atomically (storage.commit).
@@ -263,11 +265,14 @@ def check_train_parse(train: DataFrame, observed: dict[str, Any], input_rows: in
     of the values that failed and example rows (the later checks would see only the rows they leave: no dated row,
     join losses, empty splits). Returns the unused columns' counts of rows without a usable value."""
     if over_reject_fraction(input_rows, observed["problems"], max_reject_fraction):
-        quarantine = problem_rows({TRAIN.name: train})
-        problems = {(row["reason"], row["column"]): row["rows"] for row in
-                    quarantine.groupBy("reason", "column").agg(F.count(F.lit(1)).alias("rows")).collect()}
-        check_reject_fraction(TRAIN.name, input_rows, problems, collect_examples(quarantine).get(TRAIN.name, {}),
-                              max_reject_fraction, collect_patterns(quarantine).get(TRAIN.name, {}))
+        # Materialized first, as the plan is (see run_prepare): the queries below would otherwise each re-plan the
+        # parse, whose CASE expressions the optimizer inlines into their filters (out of memory).
+        with held_frames() as hold:
+            quarantine = problem_rows({TRAIN.name: hold(train)})
+            problems = {(row["reason"], row["column"]): row["rows"] for row in
+                        quarantine.groupBy("reason", "column").agg(F.count(F.lit(1)).alias("rows")).collect()}
+            check_reject_fraction(TRAIN.name, input_rows, problems, collect_examples(quarantine).get(TRAIN.name, {}),
+                                  max_reject_fraction, collect_patterns(quarantine).get(TRAIN.name, {}))
     unreadable = {key.split(":", 1)[1]: rows for key, rows in observed.items()
                   if key.startswith("unreadable:") and rows}
     for name, rows in unreadable.items():
