@@ -290,6 +290,8 @@ def problem_columns() -> list[Column]:
 
 # --- thresholds and accounting ----------------------------------------------------------------------------------
 
+# The reasons about a value as written (parse_columns), for which the values' patterns are shown.
+VALUE_REASONS = ("unparseable", "out of range", "negative value", "decimal comma", "date as", "date with")
 # Per (reason, column): the commonest shapes of the values that failed, as (shape, example value, rows).
 Patterns = Mapping[tuple[str, str], Sequence[tuple[str, str, int]]]
 
@@ -332,7 +334,7 @@ def describe_problems(problems: Mapping[tuple[str, str], int],
     lines = []
     for (reason, column), count in sorted(problems.items(), key=lambda item: -item[1]):
         shown = "; ".join(examples.get((reason, column), [])[:EXAMPLES_PER_PROBLEM])
-        values = (patterns or {}).get((reason, column))
+        values = (patterns or {}).get((reason, column)) if reason.startswith(VALUE_REASONS) else None
         like = (" (values like " + ", ".join(f"{shape!r} e.g. {example!r}: {rows} rows"
                                              for shape, example, rows in values) + ")") if values else ""
         lines.append(f"  - {reason} in column '{column}': {count} rows{like}, e.g. {shown}")

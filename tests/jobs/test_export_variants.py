@@ -136,3 +136,23 @@ def test_the_spark_folder_is_a_bad_input_failure_not_a_retry(clean, tmp_path):
     with pytest.raises(RawInputError) as error:
         inspect_raw_files(raw)
     assert not isinstance(error.value, OSError)
+
+
+def test_predict_and_score_read_an_exported_drop_as_prepare_does(spark, clean, tmp_path):
+    """predict re-reads test.csv's Ids and score train.csv's actuals: by header name, with the same tolerance."""
+    from export_variants import BY_NAME, edit, reordered
+    from rossmann_jobs.forecast.predict_inputs import read_raw_test_ids
+    from rossmann_jobs.score import read_actuals
+
+    train_variants = [BY_NAME[name] for name in ("train Open written True/False (pandas bool)",
+                                                 "train Sales and Store written as floats",
+                                                 "train.csv with pandas' index column")]
+    variant = {**combined(train_variants, clean), **edit("test.csv", reordered)(clean)}
+    raws = {label: write_drop(str(tmp_path / label), files)
+            for label, files in (("clean", clean), ("variant", variant))}
+    ids = {label: read_raw_test_ids(spark, raw)[0].sort_values("Id", ignore_index=True) for label, raw in raws.items()}
+    pd.testing.assert_frame_equal(ids["variant"], ids["clean"])
+    actuals = {label: read_actuals(spark, raw, date(2015, 6, 30), AS_OF).toPandas().sort_values(
+        ["StoreId", "Date"], ignore_index=True) for label, raw in raws.items()}
+    assert len(actuals["clean"]) > 0
+    pd.testing.assert_frame_equal(actuals["variant"], actuals["clean"])

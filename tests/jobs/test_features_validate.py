@@ -275,6 +275,19 @@ def test_reject_fraction_above_the_limit_names_file_reason_column_and_examples()
     assert "duplicate key (Store,Date) in column 'Store,Date': 1 rows" in message
 
 
+def test_the_error_shows_the_patterns_of_the_values_that_failed():
+    problems = {("unparseable flag (0/1, true/false)", "Open"): 7, ("Store not in store.csv", "Store"): 2}
+    examples = {("unparseable flag (0/1, true/false)", "Open"): ['{"Store":"1","Open":"yes"}']}
+    patterns = {("unparseable flag (0/1, true/false)", "Open"): [("aaa", "yes", 5), ("aa", "no", 2)],
+                ("Store not in store.csv", "Store"): [("9", "3", 2)]}
+    with pytest.raises(RawInputError) as error:
+        check_reject_fraction("train.csv", 9, problems, examples, 0.001, patterns)
+    message = str(error.value)
+    assert ("unparseable flag (0/1, true/false) in column 'Open': 7 rows (values like 'aaa' e.g. 'yes': 5 rows, "
+            "'aa' e.g. 'no': 2 rows), e.g. {\"Store\":\"1\",\"Open\":\"yes\"}") in message
+    assert "Store not in store.csv in column 'Store': 2 rows, e.g." in message   # a lookup miss: no value pattern
+
+
 def test_accounting_fails_with_the_counts_when_rows_are_lost_or_duplicated():
     check_accounting("train.csv", 10, {"train": 7, "quarantined": 3})
     with pytest.raises(AccountingError, match=r"train.csv: 10 rows read but 9 accounted for .* lost 1 rows"):
