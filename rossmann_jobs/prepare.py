@@ -26,14 +26,16 @@ deterministically per (Store, Date).
 
 Every input row ends in exactly one place, checked before commit: a split, an exclusion (after as-of, before the
 horizon, zero sales, sampled out; a lookup row is accepted, or after as-of in strict mode) or rejected/ with its
-reason. Files, columns and headers are checked up front, and so is that each file is text (a block of NULs or
-binary garbage is refused: the rows it destroyed cannot be counted); row-level problems are quarantined while they
-stay under --max-reject-fraction of their file, else the job fails naming the file, reason, column and example
-rows. The lookup files and the plan are checked on their own before any join, and any problem in a plan
-(test.csv) row fails the job: every plan row must be forecast. The drop must be fresh (features/freshness.py):
-train.csv holds the actuals of D (--max-staleness-days) for every store that reports, and test.csv has no row
-dated <= D (a stale plan). The files are checked against the drop's _SUCCESS manifest; a drop closed by an empty
-marker is prepared unverified (warned, recorded in metadata.json) unless --no-allow-unverified-drop refuses it.
+reason. Files and headers are checked up front (columns are read by header name, in any order), and so is that
+each file is text (a block of NULs or binary garbage is refused: the rows it destroyed cannot be counted);
+row-level problems are quarantined while they stay under --max-reject-fraction of their file, else the job fails
+naming the file, reason, column and example rows (train.csv's parse problems before the freshness checks, which
+would only see the rows they leave). The lookup files and the plan are checked on their own before any join, and
+any problem in a plan (test.csv) row fails the job: every plan row must be forecast. The drop must be fresh
+(features/freshness.py): train.csv holds the actuals of D (--max-staleness-days) for every store that reports,
+and test.csv has no row dated <= D (a stale plan). The files are checked against the drop's _SUCCESS manifest; a
+drop closed by an empty marker is prepared unverified (warned, recorded in metadata.json) unless
+--no-allow-unverified-drop refuses it.
 metadata.json records each raw file's SHA-256 (input_checksums): after the feature pass the files are digested
 again (a file landed anew while Spark read it fails the job), and predict checks test.csv against it. Output is
 committed atomically (storage.commit).
@@ -47,6 +49,7 @@ from datetime import date
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import accounting, drop_settings, encode, freshness, point_in_time, recent_level, split
@@ -62,7 +65,7 @@ from rossmann_jobs.features.pipeline import (
     sales_features,
     sales_rows,
 )
-from rossmann_jobs.features.raw_schemas import RAW_FILES, TEST, TRAIN, RawFile
+from rossmann_jobs.features.raw_schemas import RAW_FILES, STRING, TEST, TRAIN, RawFile
 from rossmann_jobs.features.spec import STORE_ID_COL
 from rossmann_jobs.features.validate import (
     REASON,
@@ -70,10 +73,13 @@ from rossmann_jobs.features.validate import (
     AccountingError,
     FileDigest,
     RawInputError,
+    acceptable,
     check_accounting,
     check_plan_rows,
     check_reject_fraction,
     examples_by_problem,
+    header_report,
+    over_reject_fraction,
     parse_columns,
     parse_header,
     read_text_csv,
@@ -125,15 +131,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def inspect_raw_files(raw_uri: str) -> dict[str, dict[str, Any]]:
     """Presence, header, checksum and data-row count of every raw file (one streamed read each)."""
-    missing = [name for name in RAW_FILES if not storage.exists(storage.join(raw_uri, name))]
+    kinds = {name: storage.file_type(storage.join(raw_uri, name)) for name in RAW_FILES}
+    missing = [name for name, kind in kinds.items() if kind is None]
     if missing:
         raise RawInputError(f"{', '.join(missing)}: missing from the raw drop {raw_uri} (it must hold "
                             f"{', '.join(RAW_FILES)}). Check the landing task for this date.")
+    for name in (name for name, kind in kinds.items() if kind == storage.DIRECTORY):
+        raise RawInputError(_folder_not_file(storage.join(raw_uri, name), name))
     inspected = {name: _inspect(storage.join(raw_uri, name), raw_file) for name, raw_file in RAW_FILES.items()}
     empty = [name for name, facts in inspected.items() if facts["rows"] == 0]
     if empty:
         raise RawInputError(f"{', '.join(empty)}: the file has a header but no data rows ({raw_uri}).")
     return inspected
+
+
+def _folder_not_file(uri: str, name: str) -> str:
+    """The error for a raw file that is a folder (a Spark or Hadoop job's output: part files, _SUCCESS)."""
+    entries = sorted(entry[len(uri.rstrip("/")) + 1:] for entry in storage.list_files(uri))
+    parts = [entry for entry in entries if entry.rsplit("/", 1)[-1].startswith("part-")]
+    shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+    what = (f"{len(parts)} part files, as a Spark or Hadoop job writes its output" if parts else
+            f"{len(entries)} entries")
+    return (f"{name}: {uri} is a folder, not a file ({what}: {shown or 'empty'}). The drop must hold one CSV file "
+            f"named {name} with one header line: merge the part files into it (e.g. coalesce(1) in the exporting "
+            "Spark job and move the part file to that name, or concatenate the parts keeping the first header "
+            "only), then land the drop again.")
 
 
 def verify_drop(raw_uri: str, inspected: dict[str, dict[str, Any]],
@@ -184,14 +206,20 @@ def _inspect(uri: str, raw_file: RawFile) -> dict[str, Any]:
     with filesys.open_input_stream(path) as stream:
         while chunk := stream.read(1 << 20):
             digest.update(chunk)
-    parse_header(raw_file, digest.head)
+    header = parse_header(raw_file, digest.head)
     if digest.corruption is not None:
         # Refused, not quarantined: a block of NULs or garbage overwrites whole rows and their line ends, so the
         # rows it destroyed cannot be counted, let alone shown.
         raise RawInputError(f"{raw_file.name}: the file is corrupted, it holds {digest.corruption.describe()}: the "
                             "rows there cannot be read or counted. Copy the file again from its source (a bad copy "
                             "or disk), then clear the task.")
-    return {"sha256": digest.sha256, "bytes": digest.size, "rows": digest.data_rows}
+    report = header_report(raw_file, header)
+    if report:
+        log.warning("%s: %s", raw_file.name, "; ".join(
+            f"{'ignored (not a column of the drop)' if key == 'ignored' else 'absent (not used, read as missing)'}: "
+            f"{', '.join(names)}" for key, names in report.items()))
+    return {"sha256": digest.sha256, "bytes": digest.size, "rows": digest.data_rows, "header": header,
+            "columns": report}
 
 
 def horizon_window(horizon: tuple[date, date] | None, as_of: date,
@@ -211,6 +239,59 @@ def collect_examples(quarantine: DataFrame) -> dict[str, dict[tuple[str, str], l
     for row in accounting.problem_examples(quarantine).collect():
         by_file.setdefault(row["file"], []).append((row["reason"], row["column"], row["record"]))
     return {name: examples_by_problem(items) for name, items in by_file.items()}
+
+
+def collect_patterns(quarantine: DataFrame) -> dict[str, dict[tuple[str, str], list[tuple[str, str, int]]]]:
+    """The commonest shapes of the failed values per file and (reason, column), for error messages."""
+    by_file: dict[str, dict[tuple[str, str], list[tuple[str, str, int]]]] = {}
+    for row in accounting.value_patterns(quarantine).orderBy("file", "reason", "column", F.desc("rows")).collect():
+        by_file.setdefault(row["file"], {}).setdefault((row["reason"], row["column"]), []).append(
+            (row["shape"], row["example"], row["rows"]))
+    return by_file
+
+
+def train_tallies() -> list:
+    """Observed over the sales rows: train.csv's rows with a parse problem, and per unused typed column the rows
+    without a usable value (blank, or read as missing: RawFile.unused)."""
+    train = F.col(split.SOURCE) == "train"
+    return [F.count(F.when(train & ~acceptable(), 1)).alias("problems"),
+            *[F.count(F.when(train & acceptable() & F.col(name).isNull(), 1)).alias(f"unreadable:{name}")
+              for name in TRAIN.unused if TRAIN.kind(name) != STRING]]
+
+
+def check_train_parse(train: DataFrame, observed: dict[str, Any], input_rows: int,
+                      max_reject_fraction: float) -> dict[str, int]:
+    """Refuse a train.csv whose parse problems alone exceed --max-reject-fraction, naming each column, the patterns
+    of the values that failed and example rows (the later checks would see only the rows they leave: no dated row,
+    join losses, empty splits). Returns the unused columns' counts of rows without a usable value."""
+    if over_reject_fraction(input_rows, observed["problems"], max_reject_fraction):
+        # Materialized first, as the plan is (see run_prepare): the queries below would otherwise each re-plan the
+        # parse, whose CASE expressions the optimizer inlines into their filters (out of memory).
+        with held_frames() as hold:
+            quarantine = problem_rows({TRAIN.name: hold(train)})
+            problems = {(row["reason"], row["column"]): row["rows"] for row in
+                        quarantine.groupBy("reason", "column").agg(F.count(F.lit(1)).alias("rows")).collect()}
+            check_reject_fraction(TRAIN.name, input_rows, problems, collect_examples(quarantine).get(TRAIN.name, {}),
+                                  max_reject_fraction, collect_patterns(quarantine).get(TRAIN.name, {}))
+    unreadable = {key.split(":", 1)[1]: rows for key, rows in observed.items()
+                  if key.startswith("unreadable:") and rows}
+    for name, rows in unreadable.items():
+        log.warning("train.csv: column '%s' (not used by the model) has no usable value in %d of %d rows (blank, "
+                    "or read as missing: not a number, or out of range)", name, rows, input_rows)
+    return unreadable
+
+
+def column_report(inputs: dict[str, dict[str, Any]], unreadable: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Per raw file with anything to report: its ignored and absent columns (validate.header_report) and its unused
+    columns' rows without a usable value."""
+    report: dict[str, dict[str, Any]] = {}
+    for name, facts in inputs.items():
+        entry = dict(facts.get("columns") or {})
+        if unreadable.get(name):
+            entry["unused_without_value"] = unreadable[name]
+        if entry:
+            report[name] = entry
+    return report
 
 
 def write_shards(frame: DataFrame, uri: str, num_shards: int) -> list[dict[str, Any]]:
@@ -278,7 +359,8 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
     input_rows = {name: facts["rows"] for name, facts in inputs.items()}
     log.info("input rows: %s", input_rows)
 
-    parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw, name), raw_file), raw_file)
+    parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw, name), raw_file, inputs[name]["header"]),
+                                  raw_file, fields=len(inputs[name]["header"]))
               for name, raw_file in RAW_FILES.items()}
     with held_frames() as hold:   # every frame materialized in the block is released when it ends
         with timed("parse and classify the plan and the lookup files, materialized", timings):
@@ -297,10 +379,16 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
             # Before any join: a broken lookup file is named as such, not by the join misses it causes in train.csv.
             # The freshness facts' scan of train.csv runs beside the lookups' small jobs; a lookup error still
             # comes first.
+            # The same scan counts train.csv's parse problems (before the facts' filter): a column that does not
+            # parse is reported as such, before the freshness check that would only see the rows it leaves.
+            tallied = Observation("train.csv parse")
             lookup_groups, facts = concurrently(
                 lambda: check_lookups_and_plan({**lookups.by_file, "state_names.csv": state_names},
                                                parsed[TEST.name], input_rows, max_reject_fraction),
-                lambda: [row.asDict() for row in freshness.freshness_facts(rows, as_of).collect()])
+                lambda: [row.asDict() for row in freshness.freshness_facts(
+                    rows.observe(tallied, *train_tallies()), as_of).collect()])
+            unreadable = check_train_parse(parsed[TRAIN.name], tallied.get, input_rows[TRAIN.name],
+                                           max_reject_fraction)
             freshness.check_freshness(facts, as_of, max_staleness_days,
                                       lambda: freshness.stale_plan_examples(rows, as_of))
         with timed("features of every sales row (validate, join, elapsed), horizon and vocabularies, materialized",
@@ -347,6 +435,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
         vocabularies=vocabularies, sales_groups=sales_groups, split_rows=split_rows, outcomes=outcomes,
         problems=problems, as_of=as_of, windows=windows, point_in_time_mode=point_in_time_mode, inputs=inputs,
         verified=verified, raw=raw, shards=shards, timings=timings,
+        columns=column_report(inputs, {TRAIN.name: unreadable}),
         settings={"num_shards": num_shards, "sample_rate": sample_rate, "seed": seed,
                   "max_reject_fraction": max_reject_fraction, "validation_window": validation_rule,
                   "max_staleness_days": max_staleness_days, "allow_unverified_drop": allow_unverified_drop})
@@ -363,10 +452,14 @@ def check_rows(input_rows: dict[str, int], outcomes: dict[str, dict[str, int]],
     place."""
     if any(problems.values()):
         examples = collect_examples(quarantine)
+        failing = [name for name, file_problems in problems.items() if name == TEST.name and file_problems
+                   or over_reject_fraction(input_rows[name], sum(file_problems.values()), max_reject_fraction)]
+        patterns = collect_patterns(quarantine) if failing else {}
         for name, file_problems in problems.items():
             if name == TEST.name:
-                check_plan_rows(name, input_rows[name], file_problems, examples.get(name, {}))
-            check_reject_fraction(name, input_rows[name], file_problems, examples.get(name, {}), max_reject_fraction)
+                check_plan_rows(name, input_rows[name], file_problems, examples.get(name, {}), patterns.get(name))
+            check_reject_fraction(name, input_rows[name], file_problems, examples.get(name, {}), max_reject_fraction,
+                                  patterns.get(name))
             if file_problems:
                 log.warning("%s: quarantining %d rows: %s", name, sum(file_problems.values()), file_problems)
     for name in RAW_FILES:
@@ -387,11 +480,17 @@ def check_lookups_and_plan(lookup_frames: dict[str, DataFrame], plan: DataFrame,
             file_problems = problems.setdefault(group["file"], {})
             file_problems[key] = file_problems.get(key, 0) + group["rows"]
     if problems:
-        examples = collect_examples(problem_rows({name: frames[name] for name in problems}))
+        quarantine = problem_rows({name: frames[name] for name in problems})
+        examples = collect_examples(quarantine)
+        failing = TEST.name in problems or any(
+            over_reject_fraction(input_rows[name], sum(file_problems.values()), max_reject_fraction)
+            for name, file_problems in problems.items())
+        patterns = collect_patterns(quarantine) if failing else {}
         for name, file_problems in problems.items():
             if name == TEST.name:
-                check_plan_rows(name, input_rows[name], file_problems, examples.get(name, {}))
-            check_reject_fraction(name, input_rows[name], file_problems, examples.get(name, {}), max_reject_fraction)
+                check_plan_rows(name, input_rows[name], file_problems, examples.get(name, {}), patterns.get(name))
+            check_reject_fraction(name, input_rows[name], file_problems, examples.get(name, {}), max_reject_fraction,
+                                  patterns.get(name))
     return [group for group in groups if group["file"] != TEST.name]
 
 

@@ -27,7 +27,7 @@ from rossmann_jobs import storage
 from rossmann_jobs.features.drop_manifest import DROP_MARKER, parse_manifest
 from rossmann_jobs.features.drop_settings import UNVERIFIED_DROP_WARNING
 from rossmann_jobs.features.raw_schemas import TRAIN
-from rossmann_jobs.features.validate import parse_columns, read_text_csv
+from rossmann_jobs.features.validate import RawInputError, parse_columns, read_text_csv
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST
@@ -72,7 +72,11 @@ def read_actuals(spark: SparkSession, raw_uri: str, after: date, through: date) 
     uri = storage.join(raw_uri, TRAIN.name)
     if not storage.exists(uri):
         raise ScoringInputError(f"{uri}: missing; --raw must be the drop for the scoring date")
-    return scoring.actual_sales(parse_columns(read_text_csv(spark, uri, TRAIN), TRAIN), after, through)
+    try:
+        text = read_text_csv(spark, uri, TRAIN)   # by header name, as prepare reads it
+    except RawInputError as error:
+        raise ScoringInputError(f"{uri}: {error}") from None
+    return scoring.actual_sales(parse_columns(text, TRAIN), after, through)
 
 
 def check_drop_unchanged(raw_uri: str, name: str = TRAIN.name) -> bool:

@@ -117,6 +117,18 @@ def exists(uri: str) -> bool:
     return with_retries("stat", uri, lambda: filesys.get_file_info(path).type != fs.FileType.NotFound)
 
 
+FILE, DIRECTORY = "file", "directory"
+
+
+def file_type(uri: str) -> str | None:
+    """FILE, DIRECTORY (a local folder, or an S3 prefix with objects under it) or None where nothing is."""
+    from pyarrow import fs
+
+    filesys, path = filesystem(uri)
+    kind = with_retries("stat", uri, lambda: filesys.get_file_info(path).type)
+    return {fs.FileType.File: FILE, fs.FileType.Directory: DIRECTORY}.get(kind)
+
+
 def read_bytes(uri: str) -> bytes:
     filesys, path = filesystem(uri)
 

@@ -78,6 +78,28 @@ def problem_examples(quarantine: DataFrame) -> DataFrame:
             .select("file", "reason", "column", "record"))
 
 
+PATTERNS_PER_PROBLEM = 3
+
+
+def value_patterns(quarantine: DataFrame) -> DataFrame:
+    """Per problem (file, reason, column) of one column, the commonest shapes of the quarantined values (digits as 9,
+    letters as a or A: '1854.5' is 9999.9), each with an example value and its row count; up to PATTERNS_PER_PROBLEM.
+
+    The value is the column's field in the record (a JSON object); a malformed line or a multi-column problem has
+    none.
+    """
+    value = F.expr("CASE WHEN `column` NOT LIKE '%,%' AND `column` != '*' AND record LIKE '{%' "
+                   "THEN get_json_object(record, concat('$[\\'', `column`, '\\']')) END")
+    shape = F.regexp_replace(F.regexp_replace(F.regexp_replace(F.col("value"), "[0-9]", "9"), "[a-z]", "a"),
+                             "[A-Z]", "A")
+    commonest = Window.partitionBy("file", "reason", "column").orderBy(F.desc("rows"), "shape")
+    return (quarantine.withColumn("value", value).filter(F.col("value").isNotNull())
+            .groupBy("file", "reason", "column", shape.alias("shape"))
+            .agg(F.count(F.lit(1)).alias("rows"), F.min("value").alias("example"))
+            .withColumn("_n", F.row_number().over(commonest)).filter(F.col("_n") <= PATTERNS_PER_PROBLEM)
+            .select("file", "reason", "column", "shape", "example", "rows"))
+
+
 def file_ledgers(input_rows: Mapping[str, int], sales_groups: Iterable[Mapping[str, Any]],
                  lookup_groups: Iterable[Mapping[str, Any]]
                  ) -> tuple[dict[str, dict[str, int]], dict[str, dict[tuple[str, str], int]]]:

@@ -25,9 +25,10 @@ def metadata_document(*, vocabularies: dict[str, list], sales_groups: list[Mappi
                       problems: Mapping[str, Mapping[tuple[str, str], int]], as_of: date, windows: split.Windows,
                       point_in_time_mode: str, inputs: Mapping[str, Mapping[str, Any]], verified: bool, raw: str,
                       shards: dict[str, list[dict[str, Any]]], settings: Mapping[str, Any],
-                      timings: Mapping[str, float]) -> dict[str, Any]:
+                      timings: Mapping[str, float], columns: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole document; settings holds the job's num_shards, sample_rate, seed, max_reject_fraction and
-    validation_window (the rule's name)."""
+    validation_window (the rule's name); columns: per raw file with any, its ignored and absent columns and its
+    unused columns' rows without a usable value (prepare.column_report)."""
     return {
         "feature_spec": encode.feature_spec(vocabularies),
         "vocabularies": vocabularies,
@@ -41,6 +42,7 @@ def metadata_document(*, vocabularies: dict[str, list], sales_groups: list[Mappi
         "point_in_time": point_in_time.describe(point_in_time_mode),
         "input_checksums": {name: {"sha256": facts["sha256"], "bytes": facts["bytes"]}
                             for name, facts in inputs.items()},
+        "input_columns": dict(columns or {}),   # {} when every file holds exactly the drop's columns
         "drop_verified": verified,   # the checksums above matched the drop's _SUCCESS manifest
         "raw": raw,
         "num_shards": settings["num_shards"],

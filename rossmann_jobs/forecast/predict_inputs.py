@@ -12,7 +12,7 @@ from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import TEST as RAW_TEST
 from rossmann_jobs.features.recent_level import LEAD_COL
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, LABEL_COL
-from rossmann_jobs.features.validate import read_text_csv
+from rossmann_jobs.features.validate import RawInputError, read_text_csv
 from rossmann_jobs.forecast import quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inputs import (
@@ -109,8 +109,11 @@ def read_raw_test_ids(spark: SparkSession, raw_uri: str) -> tuple[pd.DataFrame, 
     uri = storage.join(raw_uri, RAW_TEST.name)
     if not storage.exists(uri):
         raise ForecastInputError(f"{uri}: missing; --raw must be the drop the features were prepared from.")
-    # Read as prepare reads it (text schema by position, header skipped): the Ids prepare saw, BOM or not.
-    rows = read_text_csv(spark, uri, RAW_TEST)
+    # Read as prepare reads it (columns by header name, text): the Ids prepare saw, BOM or not.
+    try:
+        rows = read_text_csv(spark, uri, RAW_TEST)
+    except RawInputError as error:
+        raise ForecastInputError(f"{uri}: {error}") from None
     return rows.select(F.col("Id").alias("RawId"), F.expr("try_cast(trim(Id) AS INT)").alias("Id")).toPandas(), uri
 
 

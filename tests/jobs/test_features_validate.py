@@ -16,11 +16,13 @@ from rossmann_jobs.features.validate import (
     RawInputError,
     check_accounting,
     check_reject_fraction,
+    header_report,
     json_record,
     parse_columns,
     parse_header,
     problem_columns,
     quarantine_duplicates,
+    read_text_csv,
 )
 
 TRAIN_HEADER = "Store,DayOfWeek,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday"
@@ -37,13 +39,29 @@ def test_header_accepts_bom_crlf_and_a_header_only_head(head):
     assert parse_header(TRAIN, head.encode("utf-8")) == TRAIN.column_names
 
 
-def test_header_names_missing_and_extra_columns():
-    head = b"Store,DayOfWeek,Date,Sales,Open,Promo,StateHoliday,SchoolHoliday,Weather\n"
+def test_header_names_a_missing_column_and_ignores_extra_ones():
+    head = b"Store,DayOfWeek,Date,Sales,Customers,Open,StateHoliday,SchoolHoliday,Weather\n"
     with pytest.raises(RawInputError) as error:
         parse_header(TRAIN, head)
     message = str(error.value)
-    assert message.startswith("train.csv:")
-    assert "missing columns ['Customers']" in message and "extra columns ['Weather']" in message
+    assert message.startswith("train.csv: missing column(s) ['Promo']")
+    assert "other columns are ignored" in message
+    promo = head.replace(b"Open,", b"Open,Promo,")
+    assert parse_header(TRAIN, promo)[-1] == "Weather"
+    assert header_report(TRAIN, parse_header(TRAIN, promo)) == {"ignored": ["Weather"]}
+
+
+def test_header_may_lack_a_column_no_feature_reads():
+    header = parse_header(TRAIN, b"Store,DayOfWeek,Date,Sales,Open,Promo,StateHoliday,SchoolHoliday\n")
+    assert header_report(TRAIN, header) == {"absent": ["Customers"]}
+
+
+def test_header_names_a_column_given_twice_and_a_case_difference():
+    with pytest.raises(RawInputError, match=r"train.csv: the header .* names column\(s\) \['Store'\] more than once"):
+        parse_header(TRAIN, (TRAIN_HEADER + ",Store\n").encode())
+    with pytest.raises(RawInputError, match=r"train.csv: missing column\(s\) \['Sales'\].*'Sales' differs from "
+                                            r"'sales' only in case"):
+        parse_header(TRAIN, TRAIN_HEADER.replace("Sales", "sales").encode())
 
 
 def test_header_detects_a_wrong_delimiter():
@@ -53,9 +71,9 @@ def test_header_detects_a_wrong_delimiter():
         parse_header(TRAIN, TRAIN_HEADER.replace(",", "\t").encode() + b"\n")
 
 
-def test_header_rejects_columns_out_of_order():
-    with pytest.raises(RawInputError, match="out of order"):
-        parse_header(TRAIN, b"DayOfWeek,Store,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday\n")
+def test_header_accepts_columns_in_any_order():
+    head = b"DayOfWeek,Store,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday\n"
+    assert parse_header(TRAIN, head) == ["DayOfWeek", "Store", *TRAIN.column_names[2:]]
 
 
 def test_gzip_compressed_file_is_refused_with_what_to_do():
@@ -176,6 +194,56 @@ def test_parse_unquotes_quoted_values(spark, tmp_path):
     assert rows[0]._reason is None
 
 
+def test_parse_reads_values_written_another_way_as_the_clean_ones(spark, tmp_path):
+    """Booleans, integers with a zero fraction, padding and a zero time part: the value the clean line has."""
+    clean = "1,5,2015-07-31,5263,555,1,1,0,1"
+    lines = [clean,
+             "1,5,2015-07-31,5263,555,True,true,0,TRUE",            # pandas, Spark and R booleans
+             "1.0,5.0,2015-07-31,5263.0,555.0,1.0,1.,0,1.00",       # pandas' float upcast
+             " 1 ,5,2015-07-31 , 5263,555,1 ,1, 0 ,1",              # fixed-width padding
+             "1,5,2015-07-31 00:00:00,5263,555,1,1,0,1",            # a timestamp at midnight
+             "1,5,2015-07-31T00:00:00.000,5263,555,1,1,0,1",
+             "1,5,2015-07-31 00:00,5263,555,1,1,0,1"]
+    path = tmp_path / "train.csv"
+    path.write_text("\n".join([TRAIN_HEADER, *lines]) + "\n")
+    rows = parse_columns(read_text_csv(spark, str(path), TRAIN), TRAIN).collect()
+    assert [row.asDict() for row in rows] == [rows[0].asDict()] * len(lines)
+    assert rows[0][PROBLEM] is None and rows[0].Open == 1 and rows[0].StateHoliday == "0"
+
+
+def test_parse_keeps_refusing_what_changes_meaning(spark, tmp_path):
+    lines = [
+        "1,5,2015-07-31,5263.5,555,1,1,0,1",          # a fraction: not an integer
+        "2,5,2015-07-31,5263,555,yes,1,0,1",          # yes/no is not one of the flag spellings
+        "3,5,2015-07-31 13:30:00,5263,555,1,1,0,1",   # a time of day: which day is meant depends on the zone
+        "4,5,2015-07-31,5263,555,2.0,1,0,1",          # 2 is out of range, however written
+        "5,5,2015-07-31,5263,555,0.5,1,0,1",
+        "6,5,2015-07-31,5263,n/a,1,1,0,1",            # Customers (unused): read as missing, no problem
+        "7,5,2015-07-31,5263,-3,1,1,0,1",
+    ]
+    rows = parse_lines(spark, tmp_path, TRAIN, lines)
+    assert [(r._reason, r._reason_column) for r in rows] == [
+        ("unparseable int", "Sales"),
+        ("unparseable flag (0/1, true/false)", "Open"),
+        ("date with a time of day (expected YYYY-MM-DD, or a zero time part)", "Date"),
+        ("out of range [0, 1]", "Open"),
+        ("unparseable flag (0/1, true/false)", "Open"),
+        (None, None),
+        (None, None),
+    ]
+
+
+def test_read_text_csv_finds_columns_by_header_name(spark, tmp_path):
+    path = tmp_path / "store.csv"
+    header = list(reversed(STORE.column_names))
+    path.write_text(",".join(["", *header]) + "\n" + "0," + ",".join(
+        {"Store": "7", "StoreType": "a  ", "Assortment": "c", "Promo2": "1"}.get(c, "") for c in header) + "\n")
+    text = read_text_csv(spark, str(path), STORE)
+    assert text.columns == [*STORE.column_names, "column 1", CORRUPT_COL]
+    row = parse_columns(text, STORE).collect()[0]
+    assert (row.Store, row.StoreType, row.Assortment, row.Promo2, row[PROBLEM]) == (7, "a", "c", 1, None)
+
+
 # --- duplicates -------------------------------------------------------------------------------------------------
 
 def test_every_copy_of_a_duplicate_key_is_quarantined_and_bad_rows_do_not_count(spark):
@@ -205,6 +273,19 @@ def test_reject_fraction_above_the_limit_names_file_reason_column_and_examples()
     assert message.startswith("train.csv: 4 of 3999 rows")
     assert "unparseable int in column 'Sales': 3 rows, e.g. {\"Store\":\"2\",\"Sales\":\"52x3\"}" in message
     assert "duplicate key (Store,Date) in column 'Store,Date': 1 rows" in message
+
+
+def test_the_error_shows_the_patterns_of_the_values_that_failed():
+    problems = {("unparseable flag (0/1, true/false)", "Open"): 7, ("Store not in store.csv", "Store"): 2}
+    examples = {("unparseable flag (0/1, true/false)", "Open"): ['{"Store":"1","Open":"yes"}']}
+    patterns = {("unparseable flag (0/1, true/false)", "Open"): [("aaa", "yes", 5), ("aa", "no", 2)],
+                ("Store not in store.csv", "Store"): [("9", "3", 2)]}
+    with pytest.raises(RawInputError) as error:
+        check_reject_fraction("train.csv", 9, problems, examples, 0.001, patterns)
+    message = str(error.value)
+    assert ("unparseable flag (0/1, true/false) in column 'Open': 7 rows (values like 'aaa' e.g. 'yes': 5 rows, "
+            "'aa' e.g. 'no': 2 rows), e.g. {\"Store\":\"1\",\"Open\":\"yes\"}") in message
+    assert "Store not in store.csv in column 'Store': 2 rows, e.g." in message   # a lookup miss: no value pattern
 
 
 def test_accounting_fails_with_the_counts_when_rows_are_lost_or_duplicated():
