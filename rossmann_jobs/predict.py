@@ -50,13 +50,13 @@ from rossmann_jobs.forecast.predictions import (
     validation_predictions,
 )
 from rossmann_jobs.forecast.submission import csv_bytes
-from rossmann_jobs.forecast_report import model_info, read_report_context, report_metrics, write_report
 from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.model.broadcast import BroadcastModel
 from rossmann_jobs.model.files import ARTIFACT_PATH
 from rossmann_jobs.model.store import open_model
 from rossmann_jobs.model.trust import ModelRefusedError
 from rossmann_jobs.output_layout import METADATA_FILE, PREDICTIONS_DIR, QUANTILES_FILE, REPORT_PAGE, SUBMISSION_FILE
+from rossmann_jobs.reporting.forecast_report import model_info, read_report_context, report_metrics, write_report
 from rossmann_jobs.spark_session import read_parquet
 
 log = logging.getLogger("rossmann.predict")

@@ -12,7 +12,6 @@ from pyspark.sql import types as T
 
 import predict_fixtures
 from report_html import ReportPage
-from rossmann_jobs import report_page
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
 from rossmann_jobs.forecast import metrics
 from rossmann_jobs.forecast.inputs import ForecastInputError, check_values
@@ -23,6 +22,7 @@ from rossmann_jobs.model import cache as model_cache
 from rossmann_jobs.model import files as model_files
 from rossmann_jobs.model.broadcast import forecast_batches, predict_log_sales
 from rossmann_jobs.model.trust import IncompatibleModelError
+from rossmann_jobs.reporting import forecast_page
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -116,8 +116,8 @@ def test_check_values_names_file_column_and_example_rows(spark):
 
 def test_pick_stores_spreads_over_sales_range():
     totals = pd.DataFrame({"StoreId": range(1, 11), "SalesActual": [float(v) for v in range(100, 0, -10)]})
-    assert report_page.pick_stores(totals, count=4) == [1, 4, 7, 10]
-    assert report_page.pick_stores(totals.head(3), count=4) == [1, 2, 3]
+    assert forecast_page.pick_stores(totals, count=4) == [1, 4, 7, 10]
+    assert forecast_page.pick_stores(totals.head(3), count=4) == [1, 2, 3]
 
 
 def _page_images(page: str) -> list[bytes]:
@@ -139,10 +139,10 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     horizon = pd.DataFrame({"Date": days, "SalesForecast": [9.0, 0, 8, 7, 9], "OpenStores": [3, 0, 3, 3, 2]})
     ahead = pd.DataFrame({"Date": pd.date_range("2014-08-06", periods=3).date, "P50": [6.0, 6.5, 7.0]})
     fan = pd.concat([ahead.assign(StoreId=s, P10=ahead["P50"] * 0.9, P90=ahead["P50"] * 1.2) for s in (3, 7)])
-    plots = [("overall", report_page.overall_plot(daily, 0.12)),
-             ("stores", report_page.stores_plot(by_store, {3: 0.1})),
-             ("horizon", report_page.horizon_plot(horizon)),
-             ("fan", report_page.fan_chart(by_store, fan, "P10", "P50", "P90"))]
+    plots = [("overall", forecast_page.overall_plot(daily, 0.12)),
+             ("stores", forecast_page.stores_plot(by_store, {3: 0.1})),
+             ("horizon", forecast_page.horizon_plot(horizon)),
+             ("fan", forecast_page.fan_chart(by_store, fan, "P10", "P50", "P90"))]
     worst = pd.DataFrame({"StoreId": [7], "rmspe": [0.3]})
     metrics_rows = [("validation exp-RMSPE", 0.1234), ("horizon", {"start": "2015-08-01", "end": "2015-09-17"}),
                     ("validation window", ["2014-08-02", "2014-09-17"])]
@@ -153,7 +153,7 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
                                 "champion_model_uri": "s3://b/models/champions/x"}}
     accuracy = [_scored("2015-07-20", "2015-07-30", 0.1844), _scored("2015-07-25", "2015-07-30", 0.1955)]
 
-    full = report_page.forecast_page("t<1>", metrics_rows, plots, worst, [("artifact: x", "<b>")], training,
+    full = forecast_page.forecast_page("t<1>", metrics_rows, plots, worst, [("artifact: x", "<b>")], training,
                                 "s3://b/run/model/a1/metrics.json", "promoted <beats both>", accuracy)
     images = _page_images(full)
     # gate comparison, training curves, the 3 validation/horizon plots, the fan chart, accuracy over time
@@ -164,7 +164,7 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
         assert text in full, text
     assert "src=\"validation" not in full and ".png\"" not in full, "no image is referenced by path"
 
-    bare = report_page.forecast_page("t", metrics_rows, plots, worst, [], None, "s3://b/m/metrics.json", None, [])
+    bare = forecast_page.forecast_page("t", metrics_rows, plots, worst, [], None, "s3://b/m/metrics.json", None, [])
     assert len(_page_images(bare)) == 4
     assert "holds no gate scores" in bare and "No earlier forecast has been scored" in bare
     assert "Training curves" not in bare
@@ -172,8 +172,8 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
 
 def test_the_report_embeds_the_train_jobs_own_curves_instead_of_drawing_them(tmp_path):
     """The training curves the train job drew (training_curves.png beside its metrics.json) are reused as they are."""
-    from rossmann_jobs.forecast_report import read_report_context
-    from rossmann_jobs.training.train_outputs import training_curves_png
+    from rossmann_jobs.reporting.forecast_report import read_report_context
+    from rossmann_jobs.reporting.training_curves import training_curves_png
 
     history = [{"epoch": e, "train_loss": 1 / e, "val_loss": 1.1 / e, "train_exp_rmspe": 0.5 / e,
                 "val_exp_rmspe": 0.6 / e} for e in (1, 2)]
@@ -184,7 +184,7 @@ def test_the_report_embeds_the_train_jobs_own_curves_instead_of_drawing_them(tmp
     training = {"epochs": history, "best_epoch": 2}
     context = read_report_context("", "", date(2015, 7, 31), training, str(attempt))
     assert context["training_curves"] == drawn
-    page = report_page.forecast_page("t", [], [], pd.DataFrame({"StoreId": [], "rmspe": []}), [], **context,
+    page = forecast_page.forecast_page("t", [], [], pd.DataFrame({"StoreId": [], "rmspe": []}), [], **context,
                                      gate_decision=None)
     assert _page_images(page) == [drawn]
 

@@ -18,13 +18,14 @@ from report_html import ReportPage
 from rossmann_jobs import score, storage
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import parse_columns
-from rossmann_jobs.forecast_scores import score_records, score_report, scoring
+from rossmann_jobs.forecast_scores import score_records, scoring
 from rossmann_jobs.forecast_scores.score_records import (
     ScoringInputError,
     median_ratio_by_lead_week,
     merge_summary,
     pooled,
 )
+from rossmann_jobs.reporting import scores_page
 
 D0_A, D0_B, SCORING_DATE = date(2015, 8, 1), date(2015, 8, 3), date(2015, 8, 4)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -275,7 +276,7 @@ def test_a_too_narrow_interval_is_reported_as_under_covering(spark):
     calibration = score_records.coverage_by_lead_week(summary)
     assert [(week, rows) for week, rows, *_ in calibration] == [(w, 14) for w in range(1, 7)] + [(7, 12)]
     assert all(model == 0.0 and baseline == 1.0 for _w, _r, model, baseline, _lm, _lb in calibration)
-    page = score_report.index_html(summary).decode()
+    page = scores_page.index_html(summary).decode()
     images = ReportPage()
     images.feed(page)
     assert len(images.sources) == 4     # lead day, bias, over time, calibration

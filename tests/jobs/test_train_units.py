@@ -10,7 +10,7 @@ from rossmann_jobs import storage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
 from rossmann_jobs.model import files as model_files
 from rossmann_jobs.model.params import HOROVOD_REFERENCE, TrainParams
-from rossmann_jobs.training import checkpoint, schedule, train_outputs
+from rossmann_jobs.training import checkpoint, schedule
 from rossmann_jobs.training.feature_set import FeatureDataError, ParquetUnit, load_feature_set, rank_units, scan_files
 from rossmann_jobs.training.shard_input import eval_chunks, local_copies, read_unit, shuffled_blocks, steps_per_epoch
 from testkit.feature_fixtures import VOCAB_SIZES, feature_table, write_features
@@ -410,9 +410,11 @@ def test_cli_parses_the_contract_arguments():
 
 
 def test_training_curves_png_is_an_image():
+    from rossmann_jobs.reporting.training_curves import training_curves_png
+
     history = [{"epoch": e, "train_loss": 1 / e, "val_loss": 1.1 / e, "train_exp_rmspe": 0.5 / e,
                 "val_exp_rmspe": 0.6 / e} for e in (1, 2, 3)]
-    png = train_outputs.training_curves_png(history, best_epoch=3)
+    png = training_curves_png(history, best_epoch=3)
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 

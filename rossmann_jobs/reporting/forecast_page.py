@@ -1,4 +1,4 @@
-"""The forecast report's page: PNG plots of small aggregated frames in one self-contained page (html_page.py)."""
+"""The forecast report's page: PNG plots of small aggregated frames in one self-contained page (reporting/html.py)."""
 from __future__ import annotations
 
 import html
@@ -6,8 +6,9 @@ from typing import Any
 
 import pandas as pd
 
-from rossmann_jobs.forecast_scores.score_report import accuracy_table, over_time_plot
-from rossmann_jobs.html_page import embedded_png, format_value, html_table, page, plt, png_bytes
+from rossmann_jobs.reporting.html import embedded_png, format_value, html_table, page, plt, png_bytes
+from rossmann_jobs.reporting.scores_page import accuracy_table, over_time_plot
+from rossmann_jobs.reporting.training_curves import training_curves_png
 
 ACTUAL, FORECAST = "SalesActual", "SalesForecast"
 
@@ -141,8 +142,6 @@ def forecast_page(title: str, run_metrics: list[tuple[str, Any]], validation_plo
         sections.append(("Training curves", embedded_png(training_curves,
                                                          "loss and exp-RMSPE per epoch, train vs validation")))
     elif history:   # a metrics.json without the train job's PNG beside it
-        from rossmann_jobs.training.train_outputs import training_curves_png
-
         sections.append(("Training curves", embedded_png(training_curves_png(history, training.get("best_epoch")),
                                                          "loss and exp-RMSPE per epoch, train vs validation")))
     sections += [(heading, embedded_png(png, heading)) for heading, png in validation_plots]

@@ -1,4 +1,5 @@
-"""The forecast report assembled: Spark aggregates of the predictions, the run's facts, one index.html (report_page)."""
+"""The forecast report assembled: Spark aggregates of the predictions, the run's facts, one index.html
+(forecast_page)."""
 from __future__ import annotations
 
 import logging
@@ -8,7 +9,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from rossmann_jobs import report_page, storage
+from rossmann_jobs import storage
 from rossmann_jobs.features.drop_settings import UNVERIFIED_DROP_WARNING
 from rossmann_jobs.forecast import metrics, quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL
@@ -16,6 +17,7 @@ from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL
 from rossmann_jobs.forecast.open_rule import is_forecast
 from rossmann_jobs.forecast_scores import score_records
 from rossmann_jobs.output_layout import SCORES_SUMMARY_FILE, TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
+from rossmann_jobs.reporting import forecast_page
 
 log = logging.getLogger("rossmann.predict")
 
@@ -86,7 +88,7 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
                  title: str | None = None) -> None:
     """Aggregate in Spark, plot the small results on the driver, write the one self-contained index.html."""
     store_totals = metrics.per_store(validation).toPandas()
-    chosen = report_page.pick_stores(store_totals)
+    chosen = forecast_page.pick_stores(store_totals)
     daily = metrics.daily_totals(validation, [ACTUAL_COL, FORECAST_COL]).toPandas()
     by_store = metrics.daily_totals(validation.filter(F.col("StoreId").isin(chosen)), [ACTUAL_COL, FORECAST_COL],
                                     by=["StoreId"]).toPandas()
@@ -102,11 +104,12 @@ def write_report(test: DataFrame, validation: DataFrame, report_uri: str, run_me
     fan = (test.filter(F.col("StoreId").isin(chosen) & is_forecast())
            .select("StoreId", "Date", *dict.fromkeys([low, mid, high])).toPandas().rename(columns=short))
     fan_actuals = validation.filter(F.col("StoreId").isin(chosen)).select("StoreId", "Date", ACTUAL_COL).toPandas()
-    plots = [("Validation window: forecast vs actual, all stores", report_page.overall_plot(daily, validation_rmspe)),
-             ("Validation window: forecast vs actual, selected stores", report_page.stores_plot(by_store, store_rmspe)),
-             ("Forecast horizon", report_page.horizon_plot(horizon)),
+    plots = [("Validation window: forecast vs actual, all stores", forecast_page.overall_plot(daily, validation_rmspe)),
+             ("Validation window: forecast vs actual, selected stores",
+              forecast_page.stores_plot(by_store, store_rmspe)),
+             ("Forecast horizon", forecast_page.horizon_plot(horizon)),
              (f"Forecast horizon: {short[low]}-{short[high]} fan, selected stores",
-              report_page.fan_chart(fan_actuals, fan, short[low], short.get(mid, mid), short[high]))]
-    page = report_page.forecast_page(title or "Rossmann sales forecast", run_metrics, plots,
-                                     worst.head(WORST_STORES), info, gate_decision=gate_decision or None, **context)
-    storage.write_bytes(report_uri, page.encode("utf-8"))
+              forecast_page.fan_chart(fan_actuals, fan, short[low], short.get(mid, mid), short[high]))]
+    html = forecast_page.forecast_page(title or "Rossmann sales forecast", run_metrics, plots,
+                                       worst.head(WORST_STORES), info, gate_decision=gate_decision or None, **context)
+    storage.write_bytes(report_uri, html.encode("utf-8"))
