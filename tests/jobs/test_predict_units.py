@@ -264,7 +264,8 @@ def test_quantiles_never_cross():
 
 
 def test_residual_quantiles_per_lead_week_on_a_hand_made_case(spark):
-    """Week 1 has its own 40 residuals, week 2 only 5: it is calibrated on weeks 1-3 (85 rows)."""
+    """Week 1 has its own 40 residuals, week 2 only 5: it is calibrated on weeks 1-3 (85 rows), each week's rows
+    placed at every week's median in turn."""
     from rossmann_jobs.forecast.quantiles import (
         LEAD_WEEK_COL,
         RESIDUAL_COL,
@@ -284,13 +285,15 @@ def test_residual_quantiles_per_lead_week_on_a_hand_made_case(spark):
     assert residuals.count() == len(weeks)       # the row without sales has no residual
     counts = {1: 40, 2: 5, 3: 40}
     levels = (0.1, 0.5, 0.9)
-    got = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, pooled_weeks(counts, weeks=3), levels,
-                                                                 weekly_shocks=False).collect()}
-    expected = np.log(actual) - log_forecast
-    weeks = np.array(weeks)
-    assert got[1] == pytest.approx(np.percentile(expected[weeks == 1], [10, 50, 90]))
-    assert got[2] == pytest.approx(np.percentile(expected, [10, 50, 90]))
-    assert got[3] == pytest.approx(np.percentile(expected[weeks == 3], [10, 50, 90]))
+    spans = pooled_weeks(counts, weeks=3)
+    assert spans == {1: (1, 1), 2: (1, 3), 3: (3, 3)}
+    got = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, spans, levels).collect()}
+    residual, weeks = np.log(actual) - log_forecast, np.array(weeks)
+    pooled = {week: residual[(weeks >= first) & (weeks <= last)] for week, (first, last) in spans.items()}
+    median = {week: np.median(values) for week, values in pooled.items()}
+    for week, values in pooled.items():
+        mixture = np.concatenate([values + median[other] - median[week] for other in pooled])
+        assert got[week] == pytest.approx(np.percentile(mixture, [10, 50, 90])), week
     assert RESIDUAL_COL in residuals.columns
 
 
@@ -312,9 +315,6 @@ def test_each_weeks_spread_is_placed_at_every_weeks_median_on_a_hand_made_case(s
         assert rows[week]["_median"] == pytest.approx(np.median(mixture))
         plain = np.percentile(own[week], [10, 90])
         assert rows[week]["_q"][2] - rows[week]["_q"][0] > plain[1] - plain[0] + 0.1   # wider by the shock
-    without = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, {1: (1, 1), 2: (2, 2)}, levels,
-                                                                     weekly_shocks=False).collect()}
-    assert without[1] == pytest.approx(np.percentile(own[1], [10, 50, 90]))
 
 
 def test_each_lead_weeks_quantiles_are_centred_on_the_point_forecast():
