@@ -37,6 +37,7 @@ from rossmann_jobs.forecast.predict_inputs import (
     check_model_inputs,
     check_predictions,
     check_raw_unchanged,
+    read_history,
     read_inputs,
     read_raw_test_ids,
     validation_window_start,
@@ -50,13 +51,13 @@ from rossmann_jobs.forecast.predictions import (
     validation_predictions,
 )
 from rossmann_jobs.forecast.submission import csv_bytes
-from rossmann_jobs.forecast_report import model_info, read_report_context, report_metrics, write_report
 from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.model.broadcast import BroadcastModel
 from rossmann_jobs.model.files import ARTIFACT_PATH
 from rossmann_jobs.model.store import open_model
 from rossmann_jobs.model.trust import ModelRefusedError
 from rossmann_jobs.output_layout import METADATA_FILE, PREDICTIONS_DIR, QUANTILES_FILE, REPORT_PAGE, SUBMISSION_FILE
+from rossmann_jobs.reporting.forecast_report import model_info, read_report_context, report_metrics, write_report
 from rossmann_jobs.spark_session import read_parquet
 
 log = logging.getLogger("rossmann.predict")
@@ -154,7 +155,8 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
         info = [("model", NAIVE_FALLBACK_NOTE)] if naive else model_info(artifact, training_metrics)
         write_report(split[TEST], split[VALIDATION], storage.join(attempt, REPORT_PAGE), run_metrics, info,
                      validation_rmspe, context, gate_decision, levels,
-                     title=f"Rossmann sales forecast: {NAIVE_FALLBACK_NOTE}" if naive else None)
+                     title=f"Rossmann sales forecast: {NAIVE_FALLBACK_NOTE}" if naive else None,
+                     history=read_history(spark, features_attempt))
 
     summary = {"rows": counts, "validation_exp_rmspe": validation_rmspe, "model": model_attempt,
                "forecast_model": SeasonalNaive.uri if naive else "network",

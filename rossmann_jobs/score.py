@@ -31,10 +31,11 @@ from rossmann_jobs.features.validate import RawInputError, parse_columns, read_t
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST
-from rossmann_jobs.forecast_scores import score_records, score_report, scoring
+from rossmann_jobs.forecast_scores import score_records, scoring
 from rossmann_jobs.forecast_scores.score_records import RECENT_WINDOW_DAYS, ScoringInputError
 from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE
+from rossmann_jobs.reporting import scores_page
 from rossmann_jobs.spark_session import materialized, read_parquet
 
 log = logging.getLogger("rossmann.score")
@@ -171,7 +172,7 @@ def run_score(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_u
     summary = score_records.merge_summary(previous, entries, recent)
     storage.write_json(summary_uri, summary)
     storage.write_bytes(storage.join(out_uri, REPORT_PAGE),
-                        score_report.index_html(summary))
+                        scores_page.index_html(summary))
     log.info("scores for %s: %s; last %d days: %s (timings %s)", scoring_date, summary["overall"],
              RECENT_WINDOW_DAYS, recent, timings)
     return summary

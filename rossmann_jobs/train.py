@@ -210,13 +210,15 @@ def warm_start_plan(args: argparse.Namespace, features: FeatureSet,
 def write_metrics(attempt: str, summary: dict[str, Any], params: TrainParams, num_proc: int,
                   timings: dict[str, float], scores: dict[str, Any], warm_start: dict[str, Any],
                   extra: dict[str, Any] | None = None) -> None:
+    from rossmann_jobs.reporting.training_curves import training_curves_png  # matplotlib: only where it draws
+
     # A resumed run keeps how its first try started.
     warm_start = {**warm_start, "used": bool(summary.get("warm_started"))}
     storage.write_json(storage.join(attempt, TRAIN_METRICS_FILE),
                        {**train_outputs.metrics_document(summary, params, num_proc, timings), "gate_scores": scores,
                         "warm_start": warm_start, **(extra or {})})
     storage.write_bytes(storage.join(attempt, TRAINING_CURVES_FILE),
-                        train_outputs.training_curves_png(summary["history"], summary["best_epoch"]))
+                        training_curves_png(summary["history"], summary["best_epoch"]))
 
 
 def run(spark, args: argparse.Namespace) -> dict[str, Any]:

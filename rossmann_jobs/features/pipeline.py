@@ -104,7 +104,7 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFra
     """Every sales row with its features (not encoded), IN_SCOPE, VOCABULARY_ROW and PROBLEM: FEATURE_ROW_COLS.
 
     The windows (duplicates, store seen in train, elapsed days) run first, on narrow rows: one shuffle by Store
-    and one sort by (Store, Date) serve them all. The Before/After days use every
+    and one sort by (Store, Date) serve them all. The After and near-event days use every
     in-scope row that parses and is unique, including rows quarantined afterwards for a lookup miss or an unseen
     store (the event happened all the same; and an unseen store's rows are all quarantined). The broadcast joins
     of the lookups follow (trend and weather as mode allows at as_of, see lookup_tables). plan: the parsed

@@ -5,7 +5,7 @@ week, the model's out-of-time log residuals; a horizon row's P_q = forecast x ex
 week (pooled_weeks where a week has too few rows). Only rows dated <= D are read. Three allowances, each measured
 (docs/decisions.md): the trend's drift both ways (trend_at_origin: r - delta and r + delta), each week centred on
 the point forecast (centred_table: P50 is the forecast), and each week's spread placed at every week's median of
-the window in turn (residual_quantiles' weekly_shocks). The quantiles are exact (Spark's percentile, linear
+the window in turn (residual_quantiles). The quantiles are exact (Spark's percentile, linear
 interpolation like numpy's), so re-runs agree to the bit, and made non-crossing by a running maximum.
 """
 from __future__ import annotations
@@ -132,23 +132,21 @@ def validation_residuals(validation: DataFrame, actual_col: str, log_forecast_co
     return rows.select(LEAD_WEEK_COL, F.explode(F.array(residual - delta, residual + delta)).alias(RESIDUAL_COL))
 
 
-def residual_quantiles(residuals: DataFrame, spans: dict[int, tuple[int, int]], levels: Sequence[float],
-                       weekly_shocks: bool = True) -> DataFrame:
+def residual_quantiles(residuals: DataFrame, spans: dict[int, tuple[int, int]], levels: Sequence[float]) -> DataFrame:
     """LEAD_WEEK_COL + `_q` and `_median`: the exact residual quantiles at levels (in order) and the median over the
-    rows of each week's span. With weekly_shocks, each week's rows enter once per lead week of the window, moved from
-    their week's median to that week's: the horizon week's common shock is not known at D, the window's weekly
-    shocks say how large it may be, so the quantiles carry their spread (their sign does not carry over)."""
+    rows of each week's span, each week's rows entering once per lead week of the window, moved from their week's
+    median to that week's: the horizon week's common shock is not known at D, the window's weekly shocks say how
+    large it may be, so the quantiles carry their spread (their sign does not carry over)."""
     spark = residuals.sparkSession
     mapping = spark.createDataFrame([(week, source) for week, (first, last) in spans.items()
                                      for source in range(first, last + 1)], "_week int, _source int")
     pooled = residuals.join(F.broadcast(mapping), F.col(LEAD_WEEK_COL) == F.col("_source"))
-    if weekly_shocks:
-        medians = {row["_week"]: row["_median"] for row in pooled.groupBy("_week")
-                   .agg(F.percentile(RESIDUAL_COL, 0.5).alias("_median")).collect()}
-        shifts = spark.createDataFrame([(week, float(medians[other] - medians[week]))
-                                        for week in medians for other in medians], "_week int, _shift double")
-        pooled = (pooled.join(F.broadcast(shifts), "_week")
-                  .withColumn(RESIDUAL_COL, F.col(RESIDUAL_COL) + F.col("_shift")))
+    medians = {row["_week"]: row["_median"] for row in pooled.groupBy("_week")
+               .agg(F.percentile(RESIDUAL_COL, 0.5).alias("_median")).collect()}
+    shifts = spark.createDataFrame([(week, float(medians[other] - medians[week]))
+                                    for week in medians for other in medians], "_week int, _shift double")
+    pooled = (pooled.join(F.broadcast(shifts), "_week")
+              .withColumn(RESIDUAL_COL, F.col(RESIDUAL_COL) + F.col("_shift")))
     return (pooled.groupBy(F.col("_week").alias(LEAD_WEEK_COL))
             .agg(F.percentile(RESIDUAL_COL, list(levels)).alias("_q"), F.percentile(RESIDUAL_COL, 0.5).alias("_median"))
             .orderBy(LEAD_WEEK_COL))

@@ -1,1 +1,2 @@
-"""Scores of published forecasts against the actuals of later drops: Spark scoring, JSON records, the scores page."""
+"""Scores of published forecasts against the actuals of later drops: Spark scoring, JSON records (their page:
+reporting/scores_page.py)."""

@@ -139,11 +139,6 @@ def grouped_scores(scored: DataFrame, groupings: dict[str, list[str]]) -> DataFr
             .withColumnsRenamed({alias: column for column, alias in kept.items()}))
 
 
-def score_table(scored: DataFrame, by: list[str]) -> DataFrame:
-    """Per KEY_COL and `by`: scores() of the scored rows."""
-    return grouped_scores(scored, {"table": by}).drop(GROUPING_COL).orderBy(KEY_COL, *by)
-
-
 def recent_scores(scored: DataFrame, scoring_date: date, window_days: int) -> DataFrame:
     """One row: scores() and the number of forecasts over the scored rows (of every forecast) dated in the last
     window_days days up to scoring_date, whatever their lead day; rows 0 and null scores when there is none."""

@@ -62,8 +62,3 @@ class TrainParams:
         """The parameters a checkpoint's weights depend on: resuming with different ones is impossible."""
         return {"hidden_units": list(self.hidden_units), "embedding_dim": self.embedding_dim}
 
-
-# Horovod's examples/spark/keras/keras_spark_rossmann_run.py: 2.7 M parameters, batch 100, lr 1e-4 per rank, warm-up
-# over 5 epochs, ReduceLROnPlateau and EarlyStopping, 100 epochs.
-HOROVOD_REFERENCE = TrainParams(epochs=100, batch_size=100, learning_rate=1e-4, hidden_units=(1000, 1000, 1000, 500),
-                                warmup_epochs=5, lr_schedule="plateau")

@@ -1,7 +1,7 @@
-"""The train job's outputs from the ranks' summary: model artifact description, metrics.json and the curve plot."""
+"""The train job's outputs from the ranks' summary: model artifact description and metrics.json (its curve plot:
+reporting/training_curves.py)."""
 from __future__ import annotations
 
-import io
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,29 +61,3 @@ def metrics_document(summary: dict[str, Any], params: TrainParams, num_proc: int
 def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
-
-def training_curves_png(history: list[dict[str, Any]], best_epoch: int | None) -> bytes:
-    """Loss and exp-RMSPE per epoch, train vs validation, with the best epoch marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    epochs = [entry["epoch"] for entry in history]
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for axis, metric, title in ((axes[0], "loss", "loss (MAE on log Sales + L2)"), (axes[1], "exp_rmspe", "exp-RMSPE")):
-        axis.plot(epochs, [e[f"train_{metric}"] for e in history], marker="o", label="train")
-        axis.plot(epochs, [e[f"val_{metric}"] for e in history], marker="o", label="validation")
-        if best_epoch is not None:
-            axis.axvline(best_epoch, color="grey", linestyle="--", label=f"best epoch {best_epoch}")
-        axis.set_xlabel("epoch")
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axis.set_title(title)
-        axis.grid(alpha=0.3)
-        axis.legend()
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
-    plt.close(figure)
-    return buffer.getvalue()

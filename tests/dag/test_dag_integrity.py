@@ -11,7 +11,7 @@ import pytest
 
 from stack_helpers import DAG_ID, REPO_ROOT
 
-HEAVY_MODULES = ("tensorflow", "pyspark", "horovod", "pandas", "numpy", "pyarrow", "keras")
+HEAVY_MODULES = ("tensorflow", "pyspark", "horovod", "pandas", "numpy", "pyarrow", "keras", "matplotlib")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,9 @@ def with_problem_column(df):
     return df.withColumn(PROBLEM, F.lit(None).cast(PROBLEM_TYPE))
 
 
+CAP = elapsed.NEAR_EVENT_DAYS
+
+
 def promo_only():
     return {"Promo": F.col("Promo")}
 
@@ -27,11 +30,11 @@ def promo_only():
 # --- elapsed days -----------------------------------------------------------------------------------------------
 
 def elapsed_rows(spark, rows, eligible=None):
-    """rows: (Store, Date, Promo) -> {(Store, Date): (BeforePromo, AfterPromo)}."""
+    """rows: (Store, Date, Promo) -> {(Store, Date): (DaysToPromo, AfterPromo)}."""
     df = spark.createDataFrame(rows, "Store int, Date date, Promo boolean")
     eligible = F.lit(True) if eligible is None else eligible
     out = elapsed.add_elapsed(df, eligible, promo_only()).collect()
-    return {(r.Store, r.Date): (r.BeforePromo, r.AfterPromo) for r in out}
+    return {(r.Store, r.Date): (r.DaysToPromo, r.AfterPromo) for r in out}
 
 
 def test_elapsed_counts_days_to_next_and_since_last_event(spark):
@@ -40,18 +43,18 @@ def test_elapsed_counts_days_to_next_and_since_last_event(spark):
     got = elapsed_rows(spark, [(1, d, p) for d, p in zip(days, promo)])
     # After: since the last event on/before the day, else since the store's first day.
     assert [got[(1, d)][1] for d in days] == [0, 0, 1, 2, 0, 1]
-    # Before: minus days to the next event on/after the day, else to the store's last day.
-    assert [got[(1, d)][0] for d in days] == [-1, 0, -2, -1, 0, 0]
+    # DaysTo: days to the next event on/after the day, else the cap.
+    assert [got[(1, d)][0] for d in days] == [1, 0, 2, 1, 0, CAP]
 
 
 def test_elapsed_first_row_of_a_store_and_a_store_without_events(spark):
     days = [D("2015-03-01") + timedelta(days=i) for i in range(4)]
     rows = [(7, d, False) for d in days] + [(8, days[2], True), (8, days[3], False)]
     got = elapsed_rows(spark, rows)
-    # No event at all: After counts from the store's first day, Before to its last day.
-    assert [got[(7, d)] for d in days] == [(-3, 0), (-2, 1), (-1, 2), (0, 3)]
+    # No event at all: After counts from the store's first day, DaysTo is the cap.
+    assert [got[(7, d)] for d in days] == [(CAP, 0), (CAP, 1), (CAP, 2), (CAP, 3)]
     # Store 8 starts later: its own first day anchors it, not store 7's.
-    assert got[(8, days[2])] == (0, 0) and got[(8, days[3])] == (0, 1)
+    assert got[(8, days[2])] == (0, 0) and got[(8, days[3])] == (CAP, 1)
 
 
 def test_elapsed_ties_on_one_date_count_the_event_for_every_row(spark):
@@ -59,10 +62,10 @@ def test_elapsed_ties_on_one_date_count_the_event_for_every_row(spark):
     rows = [(1, D("2015-05-01"), False), (1, day, False), (1, day, True), (1, next_day, False)]
     out = elapsed.add_elapsed(spark.createDataFrame(rows, "Store int, Date date, Promo boolean"), F.lit(True),
                               promo_only()).collect()
-    on_day = [(r.BeforePromo, r.AfterPromo) for r in out if r.Date == day]
+    on_day = [(r.DaysToPromo, r.AfterPromo) for r in out if r.Date == day]
     assert on_day == [(0, 0), (0, 0)]
-    assert {(r.Date, r.BeforePromo, r.AfterPromo) for r in out if r.Date != day} == {
-        (D("2015-05-01"), -4, 0), (next_day, 0, 1)}
+    assert {(r.Date, r.DaysToPromo, r.AfterPromo) for r in out if r.Date != day} == {
+        (D("2015-05-01"), 4, 0), (next_day, CAP, 1)}
 
 
 def test_elapsed_ignores_rows_that_are_not_eligible(spark):
@@ -71,16 +74,18 @@ def test_elapsed_ignores_rows_that_are_not_eligible(spark):
     df = spark.createDataFrame(rows, "Store int, Date date, Promo boolean")
     # The promo on day 1 belongs to a row that is not eligible (e.g. after as-of), so nobody sees it.
     out = elapsed.add_elapsed(df, F.col("Date") != F.lit(days[1]), promo_only()).collect()
-    got = {r.Date: (r.BeforePromo, r.AfterPromo) for r in out if r.Date != days[1]}
-    assert got == {days[0]: (-3, 0), days[2]: (-1, 2), days[3]: (0, 3)}
+    got = {r.Date: (r.DaysToPromo, r.AfterPromo) for r in out if r.Date != days[1]}
+    assert got == {days[0]: (CAP, 0), days[2]: (CAP, 2), days[3]: (CAP, 3)}
 
 
 def test_elapsed_uses_the_raw_event_columns_by_default(spark):
     rows = [(1, D("2015-01-01"), 0, "0", 1), (1, D("2015-01-02"), 1, "a", 0), (1, D("2015-01-03"), 0, "0", 0)]
     df = spark.createDataFrame(rows, "Store int, Date date, Promo int, StateHoliday string, SchoolHoliday int")
     out = elapsed.add_elapsed(df, F.lit(True)).orderBy("Date").collect()
-    assert [(r.AfterPromo, r.BeforeStateHoliday, r.AfterSchoolHoliday) for r in out] == [(0, -1, 0), (0, 0, 1),
-                                                                                         (1, 0, 2)]
+    assert [(r.AfterPromo, r.DaysToStateHoliday, r.AfterSchoolHoliday) for r in out] == [(0, 1, 0), (0, 0, 1),
+                                                                                         (1, CAP, 2)]
+    assert not {"BeforePromo", "BeforeStateHoliday", "BeforeSchoolHoliday"} & set(out[0].asDict()), (
+        "the seed's Before counts are not computed (spec.UNFED_SEED_COLS)")
 
 
 def test_near_event_days_are_capped_and_the_data_end_is_not_an_event(spark):
@@ -99,8 +104,8 @@ def test_near_event_days_are_capped_and_the_data_end_is_not_an_event(spark):
                    for i in range(len(days)) if i != hidden]
     assert since == expected_since and to == expected_to
     assert since[0] == cap and to[0] == 1 and to[1] == 0            # no earlier event: the cap
-    # After the last event the seed's Before counts down to the data's last day as if it held one; DaysTo does not.
-    assert out[days[-1]].BeforePromo == 0 and out[days[-1]].DaysToPromo == cap
+    # After the last event the data's last day is not read as one (the seed's Before counts did).
+    assert out[days[-1]].DaysToPromo == cap
     assert {type(v) for v in since + to} == {int}
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from datetime import date, timedelta
 
 import numpy as np
@@ -12,7 +13,6 @@ from pyspark.sql import types as T
 
 import predict_fixtures
 from report_html import ReportPage
-from rossmann_jobs import report_page
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
 from rossmann_jobs.forecast import metrics
 from rossmann_jobs.forecast.inputs import ForecastInputError, check_values
@@ -23,6 +23,7 @@ from rossmann_jobs.model import cache as model_cache
 from rossmann_jobs.model import files as model_files
 from rossmann_jobs.model.broadcast import forecast_batches, predict_log_sales
 from rossmann_jobs.model.trust import IncompatibleModelError
+from rossmann_jobs.reporting import forecast_page
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -116,8 +117,8 @@ def test_check_values_names_file_column_and_example_rows(spark):
 
 def test_pick_stores_spreads_over_sales_range():
     totals = pd.DataFrame({"StoreId": range(1, 11), "SalesActual": [float(v) for v in range(100, 0, -10)]})
-    assert report_page.pick_stores(totals, count=4) == [1, 4, 7, 10]
-    assert report_page.pick_stores(totals.head(3), count=4) == [1, 2, 3]
+    assert forecast_page.pick_stores(totals, count=4) == [1, 4, 7, 10]
+    assert forecast_page.pick_stores(totals.head(3), count=4) == [1, 2, 3]
 
 
 def _page_images(page: str) -> list[bytes]:
@@ -137,12 +138,14 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
     daily = pd.DataFrame({"Date": days, "SalesActual": [5.0, 6, 7, 6, 5], "SalesForecast": [5.5, 6, 6, 6, 4]})
     by_store = pd.concat([daily.assign(StoreId=s) for s in (3, 7, 9)])
     horizon = pd.DataFrame({"Date": days, "SalesForecast": [9.0, 0, 8, 7, 9], "OpenStores": [3, 0, 3, 3, 2]})
-    ahead = pd.DataFrame({"Date": pd.date_range("2014-08-06", periods=3).date, "P50": [6.0, 6.5, 7.0]})
+    ahead = pd.DataFrame({"Date": pd.date_range("2014-08-06", periods=3).date, "P50": [6.0, 6.5, 7.0],
+                          "SalesBaseline": [5.0, 5.5, 6.0]})
     fan = pd.concat([ahead.assign(StoreId=s, P10=ahead["P50"] * 0.9, P90=ahead["P50"] * 1.2) for s in (3, 7)])
-    plots = [("overall", report_page.overall_plot(daily, 0.12)),
-             ("stores", report_page.stores_plot(by_store, {3: 0.1})),
-             ("horizon", report_page.horizon_plot(horizon)),
-             ("fan", report_page.fan_chart(by_store, fan, "P10", "P50", "P90"))]
+    last_year = fan[["StoreId", "Date"]].assign(SalesLastYear=5.8).head(4)
+    fan_plot = ("Forecast horizon: P10-P90 fan", forecast_page.fan_chart(by_store, fan, "P10", "P50", "P90",
+                                                                        last_year=last_year), "<p>fan note</p>")
+    plots = [("horizon", forecast_page.horizon_plot(horizon)), ("overall", forecast_page.overall_plot(daily, 0.12)),
+             ("stores", forecast_page.stores_plot(by_store, {3: 0.1}))]
     worst = pd.DataFrame({"StoreId": [7], "rmspe": [0.3]})
     metrics_rows = [("validation exp-RMSPE", 0.1234), ("horizon", {"start": "2015-08-01", "end": "2015-09-17"}),
                     ("validation window", ["2014-08-02", "2014-09-17"])]
@@ -153,8 +156,8 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
                                 "champion_model_uri": "s3://b/models/champions/x"}}
     accuracy = [_scored("2015-07-20", "2015-07-30", 0.1844), _scored("2015-07-25", "2015-07-30", 0.1955)]
 
-    full = report_page.forecast_page("t<1>", metrics_rows, plots, worst, [("artifact: x", "<b>")], training,
-                                "s3://b/run/model/a1/metrics.json", "promoted <beats both>", accuracy)
+    full = forecast_page.forecast_page("t<1>", metrics_rows, fan_plot, plots, worst, [("artifact: x", "<b>")],
+                                       training, "s3://b/run/model/a1/metrics.json", "promoted <beats both>", accuracy)
     images = _page_images(full)
     # gate comparison, training curves, the 3 validation/horizon plots, the fan chart, accuracy over time
     assert len(images) == 7 and all(png.startswith(PNG_SIGNATURE) and len(png) > 1000 for png in images)
@@ -164,7 +167,14 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
         assert text in full, text
     assert "src=\"validation" not in full and ".png\"" not in full, "no image is referenced by path"
 
-    bare = report_page.forecast_page("t", metrics_rows, plots, worst, [], None, "s3://b/m/metrics.json", None, [])
+    # What the reader wants first: the horizon's fan, the gate's verdict, the run's facts, then the rest.
+    headings = re.findall(r"<h2>(.*?)</h2>", full)
+    assert headings[:4] == ["Forecast horizon: P10-P90 fan", "Model selection (quality gate)", "Run metrics",
+                            "horizon"], headings
+    assert full.index("promoted &lt;beats both&gt;") < full.index("0.1511") and "fan note" in full
+
+    bare = forecast_page.forecast_page("t", metrics_rows, fan_plot, plots, worst, [], None, "s3://b/m/metrics.json",
+                                       None, [])
     assert len(_page_images(bare)) == 4
     assert "holds no gate scores" in bare and "No earlier forecast has been scored" in bare
     assert "Training curves" not in bare
@@ -172,8 +182,8 @@ def test_the_report_is_one_self_contained_page_with_gate_curves_and_accuracy():
 
 def test_the_report_embeds_the_train_jobs_own_curves_instead_of_drawing_them(tmp_path):
     """The training curves the train job drew (training_curves.png beside its metrics.json) are reused as they are."""
-    from rossmann_jobs.forecast_report import read_report_context
-    from rossmann_jobs.training.train_outputs import training_curves_png
+    from rossmann_jobs.reporting.forecast_report import read_report_context
+    from rossmann_jobs.reporting.training_curves import training_curves_png
 
     history = [{"epoch": e, "train_loss": 1 / e, "val_loss": 1.1 / e, "train_exp_rmspe": 0.5 / e,
                 "val_exp_rmspe": 0.6 / e} for e in (1, 2)]
@@ -184,9 +194,27 @@ def test_the_report_embeds_the_train_jobs_own_curves_instead_of_drawing_them(tmp
     training = {"epochs": history, "best_epoch": 2}
     context = read_report_context("", "", date(2015, 7, 31), training, str(attempt))
     assert context["training_curves"] == drawn
-    page = report_page.forecast_page("t", [], [], pd.DataFrame({"StoreId": [], "rmspe": []}), [], **context,
-                                     gate_decision=None)
+    page = forecast_page.forecast_page("t", [], None, [], pd.DataFrame({"StoreId": [], "rmspe": []}), [],
+                                       **context, gate_decision=None)
     assert _page_images(page) == [drawn]
+
+
+def test_the_fan_chart_shows_last_years_same_weekdays_from_the_history_or_says_there_are_none(spark):
+    """Last year's same weeks: a horizon day's actual sales 364 days earlier (the same weekday), from the prepared
+    history's log(Sales); a day without such a row has none, and the note says when none was found."""
+    from rossmann_jobs.reporting.forecast_report import fan_note, last_year_actuals
+
+    day = date(2015, 8, 3)
+    history = spark.createDataFrame([(3, day - timedelta(days=364), math.log(1234.0)),
+                                     (3, day - timedelta(days=365), math.log(99.0))],
+                                    "StoreId int, Date date, Sales float")
+    horizon = spark.createDataFrame([(3, day), (3, day + timedelta(days=1)), (7, day)], "StoreId int, Date date")
+    got = last_year_actuals(history, horizon).toPandas()
+    assert got[["StoreId", "Date"]].values.tolist() == [[3, day]]
+    assert got["SalesLastYear"].tolist() == pytest.approx([1234.0], rel=1e-6)
+    assert last_year_actuals(None, horizon) is None
+    assert "found for 1 of the 3 store-days" in fan_note(("P10", "P50", "P90"), 1, 3)
+    assert "none found" in fan_note(("P10", "P50", "P90"), 0, 3)
 
 
 def test_the_report_shows_only_scores_known_by_its_as_of_date():
@@ -264,7 +292,8 @@ def test_quantiles_never_cross():
 
 
 def test_residual_quantiles_per_lead_week_on_a_hand_made_case(spark):
-    """Week 1 has its own 40 residuals, week 2 only 5: it is calibrated on weeks 1-3 (85 rows)."""
+    """Week 1 has its own 40 residuals, week 2 only 5: it is calibrated on weeks 1-3 (85 rows), each week's rows
+    placed at every week's median in turn."""
     from rossmann_jobs.forecast.quantiles import (
         LEAD_WEEK_COL,
         RESIDUAL_COL,
@@ -284,13 +313,15 @@ def test_residual_quantiles_per_lead_week_on_a_hand_made_case(spark):
     assert residuals.count() == len(weeks)       # the row without sales has no residual
     counts = {1: 40, 2: 5, 3: 40}
     levels = (0.1, 0.5, 0.9)
-    got = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, pooled_weeks(counts, weeks=3), levels,
-                                                                 weekly_shocks=False).collect()}
-    expected = np.log(actual) - log_forecast
-    weeks = np.array(weeks)
-    assert got[1] == pytest.approx(np.percentile(expected[weeks == 1], [10, 50, 90]))
-    assert got[2] == pytest.approx(np.percentile(expected, [10, 50, 90]))
-    assert got[3] == pytest.approx(np.percentile(expected[weeks == 3], [10, 50, 90]))
+    spans = pooled_weeks(counts, weeks=3)
+    assert spans == {1: (1, 1), 2: (1, 3), 3: (3, 3)}
+    got = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, spans, levels).collect()}
+    residual, weeks = np.log(actual) - log_forecast, np.array(weeks)
+    pooled = {week: residual[(weeks >= first) & (weeks <= last)] for week, (first, last) in spans.items()}
+    median = {week: np.median(values) for week, values in pooled.items()}
+    for week, values in pooled.items():
+        mixture = np.concatenate([values + median[other] - median[week] for other in pooled])
+        assert got[week] == pytest.approx(np.percentile(mixture, [10, 50, 90])), week
     assert RESIDUAL_COL in residuals.columns
 
 
@@ -312,9 +343,6 @@ def test_each_weeks_spread_is_placed_at_every_weeks_median_on_a_hand_made_case(s
         assert rows[week]["_median"] == pytest.approx(np.median(mixture))
         plain = np.percentile(own[week], [10, 90])
         assert rows[week]["_q"][2] - rows[week]["_q"][0] > plain[1] - plain[0] + 0.1   # wider by the shock
-    without = {r[LEAD_WEEK_COL]: r["_q"] for r in residual_quantiles(residuals, {1: (1, 1), 2: (2, 2)}, levels,
-                                                                     weekly_shocks=False).collect()}
-    assert without[1] == pytest.approx(np.percentile(own[1], [10, 50, 90]))
 
 
 def test_each_lead_weeks_quantiles_are_centred_on_the_point_forecast():

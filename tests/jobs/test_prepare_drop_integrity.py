@@ -17,8 +17,8 @@ from rossmann_jobs import storage
 from rossmann_jobs.features import point_in_time
 from rossmann_jobs.features.validate import RawInputError
 from rossmann_jobs.synth import DailyDrops, SynthConfig, build_dataset
-from rossmann_jobs.synth.timeshift import shifted_drop, weeks_between
 from testkit.feature_fixtures import committed_split_frames
+from testkit.timeshift import shifted_drop, weeks_between
 
 CONFIG = SynthConfig(stores=6, seed=5)
 AS_OF = dt.date(2015, 7, 31)     # a Friday: the generator's last train day, the drop's plan is Kaggle's test period

@@ -1,7 +1,7 @@
 """The prepare job's features equal the reference (Horovod's example) row for row on generated data (its columns).
 
-Its columns but the Before<Event> counts (spec.UNFED_SEED_COLS), which the model is not fed and prepare does not
-write; features/elapsed.py still computes them the seed's way (tests/jobs/test_features_transforms.py)."""
+Its columns but the Before<Event> counts (spec.UNFED_SEED_COLS), which the model is not fed and prepare neither
+computes nor writes (testkit/seed_reference.py computes them the seed's way)."""
 from __future__ import annotations
 
 import math

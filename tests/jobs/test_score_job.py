@@ -18,13 +18,14 @@ from report_html import ReportPage
 from rossmann_jobs import score, storage
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import parse_columns
-from rossmann_jobs.forecast_scores import score_records, score_report, scoring
+from rossmann_jobs.forecast_scores import score_records, scoring
 from rossmann_jobs.forecast_scores.score_records import (
     ScoringInputError,
     median_ratio_by_lead_week,
     merge_summary,
     pooled,
 )
+from rossmann_jobs.reporting import scores_page
 
 D0_A, D0_B, SCORING_DATE = date(2015, 8, 1), date(2015, 8, 3), date(2015, 8, 4)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -76,6 +77,11 @@ def parsed_actuals(spark, lines: list[str]):
     return parse_columns(spark.createDataFrame(rows, TRAIN.text_schema()), TRAIN)
 
 
+def score_table(scored, by: list[str]):
+    """scores() per forecast and `by` (what score.py's one aggregation gives each grouping: checked below)."""
+    return scored.groupBy(scoring.KEY_COL, *by).agg(*scoring.scores()).orderBy(scoring.KEY_COL, *by)
+
+
 @pytest.fixture(scope="module")
 def tables(spark):
     actuals = scoring.actual_sales(parsed_actuals(spark, raw_train_lines(ACTUALS + [(1, "2015-08-05", 100)])),
@@ -83,7 +89,7 @@ def tables(spark):
     forecasts = forecast_frame(spark, "A", D0_A, FORECAST_A).unionByName(forecast_frame(spark, "B", D0_B, FORECAST_B))
     scored = scoring.scored_rows(forecasts, actuals, SCORING_DATE)
     return {"rows": scored.toPandas(),
-            **{name: scoring.score_table(scored, by).toPandas().set_index(scoring.KEY_COL)
+            **{name: score_table(scored, by).toPandas().set_index(scoring.KEY_COL)
                for name, by in (("overall", []), ("lead", [scoring.LEAD_COL]), ("store", ["StoreId"]))}}
 
 
@@ -155,7 +161,7 @@ def test_lead_week_is_the_ceiling_of_lead_day_over_7(spark):
 def test_a_forecast_without_baseline_rows_has_no_baseline_score(spark):
     actuals = scoring.actual_sales(parsed_actuals(spark, raw_train_lines(ACTUALS)), D0_A, SCORING_DATE)
     forecasts = forecast_frame(spark, "A", D0_A, [(s, d, f, None) for s, d, f, _b in FORECAST_A])
-    table = scoring.score_table(scoring.scored_rows(forecasts, actuals, SCORING_DATE), []).first()
+    table = score_table(scoring.scored_rows(forecasts, actuals, SCORING_DATE), []).first()
     assert table["baseline_exp_rmspe"] is None and table["model_exp_rmspe"] == pytest.approx(_exact_a()["model"]["all"])
 
 
@@ -204,18 +210,18 @@ def test_interval_coverage_and_weighted_quantile_loss_on_a_hand_made_case(spark)
     actuals = spark.createDataFrame([(1, day(lead), float(y)) for lead, y, _q, _b in QUANTILE_ROWS if y],
                                     "StoreId int, Date date, SalesActual double")
     scored = scoring.scored_rows(forecasts, actuals, day(5))
-    overall = scoring.score_table(scored, []).first()
+    overall = score_table(scored, []).first()
     assert overall["rows"] == 4 and overall["rows_without_forecast"] == 1
     assert overall["model_interval_coverage"] == pytest.approx(0.25)
     assert overall["model_quantile_loss"] == pytest.approx((0.11 + 0.44 + 0.746) / 3)
     assert overall["baseline_interval_coverage"] == pytest.approx(0.75)
     assert overall["baseline_quantile_loss"] == pytest.approx((0.2 + 2.8 + 1.8) / 3)
-    by_lead = {row[scoring.LEAD_COL]: row for row in scoring.score_table(scored, [scoring.LEAD_COL]).collect()}
+    by_lead = {row[scoring.LEAD_COL]: row for row in score_table(scored, [scoring.LEAD_COL]).collect()}
     assert [by_lead[lead]["model_interval_coverage"] for lead in (1, 2, 3, 4)] == [1.0, 0.0, 0.0, 0.0]
     assert by_lead[1]["model_quantile_loss"] == pytest.approx((0.02 + 0 + 0.02) / 3)
     # A held row without quantiles (a forecast made before predict wrote them) leaves the quantiles unscored.
     partial = forecasts.withColumn("SalesP90", F.when(F.col("Date") == day(1), None).otherwise(F.col("SalesP90")))
-    unscored = scoring.score_table(scoring.scored_rows(partial, actuals, day(5)), []).first()
+    unscored = score_table(scoring.scored_rows(partial, actuals, day(5)), []).first()
     assert unscored["model_interval_coverage"] is None and unscored["model_quantile_loss"] is None
     assert unscored["baseline_interval_coverage"] == pytest.approx(0.75)
 
@@ -259,8 +265,8 @@ def test_a_too_narrow_interval_is_reported_as_under_covering(spark):
                                      for (store, day, _q, _b), lead in zip(rows, list(days) * 2)],
                                     "StoreId int, Date date, SalesActual double")
     scored = scoring.scored_rows(forecasts, actuals, as_of + timedelta(days=48))
-    overall = scoring.score_table(scored, []).first().asDict()
-    weeks = [row.asDict() for row in scoring.score_table(scored, [scoring.LEAD_WEEK_COL]).collect()]
+    overall = score_table(scored, []).first().asDict()
+    weeks = [row.asDict() for row in score_table(scored, [scoring.LEAD_WEEK_COL]).collect()]
     assert overall["model_interval_coverage"] == 0.0 and overall["baseline_interval_coverage"] == 1.0
     assert overall["model_quantile_loss"] > overall["baseline_quantile_loss"]
     record = score_records.forecast_record(
@@ -275,7 +281,7 @@ def test_a_too_narrow_interval_is_reported_as_under_covering(spark):
     calibration = score_records.coverage_by_lead_week(summary)
     assert [(week, rows) for week, rows, *_ in calibration] == [(w, 14) for w in range(1, 7)] + [(7, 12)]
     assert all(model == 0.0 and baseline == 1.0 for _w, _r, model, baseline, _lm, _lb in calibration)
-    page = score_report.index_html(summary).decode()
+    page = scores_page.index_html(summary).decode()
     images = ReportPage()
     images.feed(page)
     assert len(images.sources) == 4     # lead day, bias, over time, calibration

@@ -9,13 +9,14 @@ import pytest
 from rossmann_jobs import storage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, LABEL_COL
 from rossmann_jobs.model import files as model_files
-from rossmann_jobs.model.params import HOROVOD_REFERENCE, TrainParams
-from rossmann_jobs.training import checkpoint, schedule, train_outputs
+from rossmann_jobs.model.params import TrainParams
+from rossmann_jobs.training import checkpoint, schedule
 from rossmann_jobs.training.feature_set import FeatureDataError, ParquetUnit, load_feature_set, rank_units, scan_files
 from rossmann_jobs.training.shard_input import eval_chunks, local_copies, read_unit, shuffled_blocks, steps_per_epoch
 from testkit.feature_fixtures import VOCAB_SIZES, feature_table, write_features
 
 SMALL = TrainParams(hidden_units=(16, 8), embedding_dim=3)
+WIDE = TrainParams(hidden_units=(1000, 1000, 1000, 500))   # the Horovod example's layers
 
 
 def _inputs(table, rows=None):
@@ -56,7 +57,7 @@ def test_untrained_model_starts_at_the_mean_log_sales_not_at_a_saturated_end():
               for col, values in _inputs(feature_table(256, np.random.default_rng(6))).items()}
     start = TrainStatistics(8.5, tuple(float(inputs[col].mean()) for col in CONTINUOUS_COLS),
                             tuple(float(inputs[col].var()) for col in CONTINUOUS_COLS))
-    started = build_model(VOCAB_SIZES, 40000.0, HOROVOD_REFERENCE, start)   # the reference's wide layers
+    started = build_model(VOCAB_SIZES, 40000.0, WIDE, start)   # wide layers, as the Horovod example's
     np.testing.assert_allclose(started.get_layer("continuous_bn").moving_mean.numpy(), start.continuous_mean,
                                rtol=1e-5)
     predicted = started.predict(inputs, verbose=0)
@@ -65,18 +66,17 @@ def test_untrained_model_starts_at_the_mean_log_sales_not_at_a_saturated_end():
     # Random initial weights decide which end each row lands on (in 36 draws 87-100 % of rows were at an end, the
     # spread between ends varied from 0 to 6), so the share at the ends is what is asserted, not the spread.
     ceiling = math.log(40000.0) * 1.2
-    plain = build_model(VOCAB_SIZES, 40000.0, HOROVOD_REFERENCE).predict(inputs, verbose=0)
+    plain = build_model(VOCAB_SIZES, 40000.0, WIDE).predict(inputs, verbose=0)
     assert float(np.mean((plain < 0.01 * ceiling) | (plain > 0.99 * ceiling))) > 0.75
     assert not np.any((predicted < 0.01 * ceiling) | (predicted > 0.99 * ceiling))
 
 
-def test_reference_model_has_the_reference_layer_sizes():
+def test_the_model_has_the_layer_sizes_of_its_params():
     from rossmann_jobs.model.architecture import build_model
 
-    model = build_model(VOCAB_SIZES, 20000.0, HOROVOD_REFERENCE)
+    model = build_model(VOCAB_SIZES, 20000.0, WIDE)
     dense = [layer.units for layer in model.layers if layer.name.startswith("dense_")]
     assert dense == [1000, 1000, 1000, 500]
-    assert (HOROVOD_REFERENCE.batch_size, HOROVOD_REFERENCE.learning_rate) == (100, 1e-4)
     assert {layer.output_dim for layer in model.layers if layer.name.startswith("emb_")} == {10}
     assert model.get_layer("dropout").rate == 0.5
 
@@ -410,9 +410,11 @@ def test_cli_parses_the_contract_arguments():
 
 
 def test_training_curves_png_is_an_image():
+    from rossmann_jobs.reporting.training_curves import training_curves_png
+
     history = [{"epoch": e, "train_loss": 1 / e, "val_loss": 1.1 / e, "train_exp_rmspe": 0.5 / e,
                 "val_exp_rmspe": 0.6 / e} for e in (1, 2, 3)]
-    png = train_outputs.training_curves_png(history, best_epoch=3)
+    png = training_curves_png(history, best_epoch=3)
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 

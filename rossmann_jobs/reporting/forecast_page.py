@@ -1,4 +1,4 @@
-"""The forecast report's page: PNG plots of small aggregated frames in one self-contained page (html_page.py)."""
+"""The forecast report's page: PNG plots of small aggregated frames in one self-contained page (reporting/html.py)."""
 from __future__ import annotations
 
 import html
@@ -6,10 +6,13 @@ from typing import Any
 
 import pandas as pd
 
-from rossmann_jobs.forecast_scores.score_report import accuracy_table, over_time_plot
-from rossmann_jobs.html_page import embedded_png, format_value, html_table, page, plt, png_bytes
+from rossmann_jobs.reporting.html import embedded_png, format_value, html_table, page, plt, png_bytes
+from rossmann_jobs.reporting.scores_page import accuracy_table, over_time_plot
+from rossmann_jobs.reporting.training_curves import training_curves_png
 
 ACTUAL, FORECAST = "SalesActual", "SalesForecast"
+BASELINE, LAST_YEAR = "SalesBaseline", "SalesLastYear"
+LAST_YEAR_DAYS = 364   # the same weekday a year earlier
 
 # The quality gate's three forecasts on the same validation rows (rossmann_jobs/gate_scores.py).
 GATE_FORECASTS = (("challenger", "this run's model", "tab:orange"), ("champion", "champion as of the date", "tab:blue"),
@@ -81,18 +84,28 @@ def horizon_plot(daily: pd.DataFrame) -> bytes:
     return png_bytes(figure)
 
 
-def fan_chart(actuals: pd.DataFrame, horizon: pd.DataFrame, low: str, mid: str, high: str) -> bytes:
+def fan_chart(actuals: pd.DataFrame, horizon: pd.DataFrame, low: str, mid: str, high: str,
+              last_year: pd.DataFrame | None = None) -> bytes:
     """One panel per store: the validation window's actual sales (up to the as-of date), then the horizon's `mid`
-    quantile forecast as a line in the band from `low` to `high` (columns of horizon: StoreId, Date and those)."""
+    quantile forecast as a line in the band from `low` to `high` (columns of horizon: StoreId, Date and those), with
+    the naive seasonal baseline (horizon's BASELINE column, where it has one) and last year's same weeks (last_year:
+    StoreId, Date (a horizon date) and LAST_YEAR, the actual sales 364 days before it, the same weekday)."""
     stores = list(dict.fromkeys(horizon["StoreId"]))
     figure, axes = store_panels(stores)
     for axis, store in zip(axes, stores):
         past = actuals[actuals["StoreId"] == store].sort_values("Date")
         ahead = horizon[horizon["StoreId"] == store].sort_values("Date")
         axis.plot(past["Date"], past[ACTUAL], color="tab:blue", marker=".", label="actual (validation window)")
+        if last_year is not None:
+            before = last_year[last_year["StoreId"] == store].sort_values("Date")
+            axis.plot(before["Date"], before[LAST_YEAR], color="tab:purple", marker=".", linewidth=0.8,
+                      label="actual 364 days earlier")
         axis.fill_between(ahead["Date"], ahead[low], ahead[high], color="tab:orange", alpha=0.25,
                           label=f"{low}-{high}")
         axis.plot(ahead["Date"], ahead[mid], color="tab:orange", marker=".", label=mid)
+        if BASELINE in ahead:
+            axis.plot(ahead["Date"], ahead[BASELINE], color="tab:gray", linestyle="--",
+                      label="naive seasonal baseline")
         axis.set_title(f"Store {store}", fontsize=10)
         axis.tick_params(axis="x", labelrotation=45, labelsize=8)
         axis.grid(alpha=0.3)
@@ -115,37 +128,41 @@ def gate_comparison_plot(scores: dict[str, Any]) -> bytes:
     return png_bytes(figure)
 
 
-def forecast_page(title: str, run_metrics: list[tuple[str, Any]], validation_plots: list[tuple[str, bytes]],
-                  worst_stores: pd.DataFrame, model_info: list[tuple[str, Any]], training: dict[str, Any] | None,
-                  training_uri: str | None, gate_decision: str | None, accuracy: list[dict[str, Any]],
-                  training_curves: bytes | None = None) -> str:
-    """The forecast report: run metrics, the quality gate's comparison and the training curves of the run's model
-    (`training`: its metrics.json; `training_curves`: the PNG its train job drew, else drawn here from the
-    epochs), the validation and horizon plots, the accuracy of earlier forecasts scored by
-    the as-of date (`accuracy`: score summary entries), the worst stores and the model's facts."""
-    sections = [("Run metrics", html_table(run_metrics))]
+def gate_section(training: dict[str, Any] | None, training_uri: str | None, gate_decision: str | None) -> str:
+    """The quality gate's verdict (promoted or the fallback, and why), then what it compared."""
+    verdict = f"<p><strong>Decision: {html.escape(gate_decision)}</strong></p>" if gate_decision else ""
     scores = (training or {}).get("gate_scores")
-    if scores:
-        rows = [(f"{label} exp-RMSPE", scores.get(key)) for key, label, _ in GATE_FORECASTS]
-        rows += [("validation rows", scores.get("validation_rows")),
-                 ("champion scored", scores.get("champion_model_uri") or "none as of the date"),
-                 ("decision", gate_decision), ("model scored", training_uri)]
-        sections.append(("Model selection (quality gate)",
-                         embedded_png(gate_comparison_plot(scores), "exp-RMSPE of challenger, champion and baseline")
-                         + html_table(rows)))
-    else:
-        sections.append(("Model selection (quality gate)",
-                         f"<p>{html.escape(format_value(training_uri))} holds no gate scores.</p>"))
+    if not scores:
+        return verdict + f"<p>{html.escape(format_value(training_uri))} holds no gate scores.</p>"
+    rows = [(f"{label} exp-RMSPE", scores.get(key)) for key, label, _ in GATE_FORECASTS]
+    rows += [("validation rows", scores.get("validation_rows")),
+             ("champion scored", scores.get("champion_model_uri") or "none as of the date"),
+             ("model scored", training_uri)]
+    return (verdict + embedded_png(gate_comparison_plot(scores), "exp-RMSPE of challenger, champion and baseline")
+            + html_table(rows))
+
+
+def forecast_page(title: str, run_metrics: list[tuple[str, Any]], fan: tuple[str, bytes, str] | None,
+                  plots: list[tuple[str, bytes]], worst_stores: pd.DataFrame, model_info: list[tuple[str, Any]],
+                  training: dict[str, Any] | None, training_uri: str | None, gate_decision: str | None,
+                  accuracy: list[dict[str, Any]], training_curves: bytes | None = None) -> str:
+    """The forecast report, what its reader wants first at the top: the horizon's fan chart (`fan`: heading, PNG and
+    a trusted HTML note under it), the quality gate's verdict and comparison, the run's facts (`run_metrics`), then
+    the other plots (horizon totals, validation window), the training curves of the run's model (`training`: its
+    metrics.json; `training_curves`: the PNG its train job drew, else drawn here from the epochs), the accuracy of
+    earlier forecasts scored by the as-of date (`accuracy`: score summary entries), the worst stores and the model's
+    facts."""
+    sections = [(fan[0], embedded_png(fan[1], fan[0]) + fan[2])] if fan else []
+    sections += [("Model selection (quality gate)", gate_section(training, training_uri, gate_decision)),
+                 ("Run metrics", html_table(run_metrics))]
+    sections += [(heading, embedded_png(png, heading)) for heading, png in plots]
     history = (training or {}).get("epochs")
     if training_curves:
         sections.append(("Training curves", embedded_png(training_curves,
                                                          "loss and exp-RMSPE per epoch, train vs validation")))
     elif history:   # a metrics.json without the train job's PNG beside it
-        from rossmann_jobs.training.train_outputs import training_curves_png
-
         sections.append(("Training curves", embedded_png(training_curves_png(history, training.get("best_epoch")),
                                                          "loss and exp-RMSPE per epoch, train vs validation")))
-    sections += [(heading, embedded_png(png, heading)) for heading, png in validation_plots]
     if accuracy:
         sections.append(("Accuracy history: earlier forecasts scored with actuals up to the as-of date",
                          embedded_png(over_time_plot(accuracy), "exp-RMSPE by forecast as-of date")

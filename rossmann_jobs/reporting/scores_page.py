@@ -28,7 +28,7 @@ from rossmann_jobs.forecast_scores.score_records import (
     interval_nominal,
     median_ratio_by_lead_week,
 )
-from rossmann_jobs.html_page import embedded_png, format_value, html_table, page, plt, png_bytes
+from rossmann_jobs.reporting.html import embedded_png, format_value, html_table, page, plt, png_bytes
 
 UNBIASED_BAND = (1 - BIAS_ALERT_THRESHOLD, 1 + BIAS_ALERT_THRESHOLD)
 
