@@ -341,26 +341,29 @@ def test_spark_submit_fails_with_exit_code_2_and_the_reason(tmp_path, drop):
 def test_the_levels_join_by_a_shuffle_above_the_broadcast_size_gives_the_same_features(spark, raw_dir):
     """At 10x Rossmann the broadcast levels table outgrew a 2g driver's heap: above
     recent_level.MAX_SALES_ROWS_TO_BROADCAST_LEVELS the job joins it by a shuffle. Both joins give the same rows."""
+    from pyspark.sql import functions as F
+
     from rossmann_jobs.features import recent_level
-    from rossmann_jobs.features.pipeline import classify_lookups, sales_features, sales_rows
+    from rossmann_jobs.features.pipeline import sales_rows
+    from rossmann_jobs.features.spec import ORIGIN_COLS
     from rossmann_jobs.features.split import SOURCE
-    from rossmann_jobs.features.validate import PROBLEM, parse_columns, read_text_csv
+    from rossmann_jobs.features.validate import parse_columns, read_text_csv
 
     assert recent_level.broadcast_levels(1_017_209 + 41_088)          # Rossmann's train.csv + test.csv
     assert not recent_level.broadcast_levels(10 * (1_017_209 + 41_088))
-    parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw_dir, name), raw_file), raw_file)
-              for name, raw_file in RAW_FILES.items()}
-    lookups, _ = classify_lookups(parsed, RAW_FILES, AS_OF)
+    parsed = {name: parse_columns(read_text_csv(spark, storage.join(raw_dir, name), RAW_FILES[name]), RAW_FILES[name])
+              for name in ("train.csv", "test.csv")}
+    rows = sales_rows(parsed["train.csv"], parsed["test.csv"]).filter(F.col("Promo").isNotNull())
+    history = (F.col(SOURCE) == "train") & (F.col("Date") <= F.lit(AS_OF)) & (F.col("Sales") > 0)
 
     def features(broadcast: bool):
-        frame = sales_features(sales_rows(parsed["train.csv"], parsed["test.csv"]), lookups, AS_OF,
-                               parsed["test.csv"], broadcast_levels=broadcast)
+        frame = recent_level.add_origin_features(rows, AS_OF, history, broadcast=broadcast)
         plan = frame._jdf.queryExecution().executedPlan().toString()
-        rows = (frame.drop(PROBLEM).toPandas().sort_values([SOURCE, "Store", "Date", "Id"], na_position="first")
-                .reset_index(drop=True))
-        return plan.count("BroadcastHashJoin"), rows
+        out = (frame.select(SOURCE, "Store", "Date", *ORIGIN_COLS).toPandas()
+               .sort_values([SOURCE, "Store", "Date"]).reset_index(drop=True))
+        return ("BroadcastHashJoin" in plan, "SortMergeJoin" in plan), out
 
-    (broadcasts, broadcast_rows), (shuffled_broadcasts, shuffled_rows) = features(True), features(False)
-    assert shuffled_broadcasts == broadcasts - 1   # the levels' join, and only it, no longer broadcast
-    assert len(broadcast_rows) > 1000
-    pd.testing.assert_frame_equal(broadcast_rows, shuffled_rows)
+    (broadcast_plan, broadcast_rows), (shuffle_plan, shuffle_rows) = features(True), features(False)
+    assert broadcast_plan == (True, False) and shuffle_plan == (False, True)
+    assert len(broadcast_rows) > 1000 and broadcast_rows[ORIGIN_COLS].notna().all().all()
+    pd.testing.assert_frame_equal(broadcast_rows, shuffle_rows)
