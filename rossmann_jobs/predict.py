@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
+from rossmann_jobs.features.drop_verification import check_file_against_metadata
 from rossmann_jobs.forecast import metrics, quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.calibration import calibrate_quantiles
@@ -36,7 +37,6 @@ from rossmann_jobs.forecast.predict_inputs import (
     check_feature_inputs,
     check_model_inputs,
     check_predictions,
-    check_raw_unchanged,
     read_history,
     read_inputs,
     read_raw_test_ids,
@@ -118,7 +118,8 @@ def run_predict(spark: SparkSession, model_uri: str, features_uri: str, out_uri:
 
     with timed("read and check inputs, fit the baseline", timings):
         raw_ids, raw_test_uri = read_raw_test_ids(spark, raw_uri)
-        check_raw_unchanged(raw_test_uri, metadata, metadata_uri)   # after Spark read it: what was read is checked
+        # after Spark read it: what was read is checked
+        check_file_against_metadata(raw_test_uri, metadata, metadata_uri, ForecastInputError)
         test, validation, from_origin, counts = read_inputs(
             spark, features_attempt, sizes, mappings, as_of, raw_ids, raw_test_uri, levels,
             validation_start=validation_window_start(metadata, metadata_uri) if naive else None)

@@ -53,7 +53,11 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
 from rossmann_jobs.features import accounting, drop_settings, encode, freshness, point_in_time, recent_level, split
-from rossmann_jobs.features.drop_manifest import DROP_MARKER, mismatches, parse_manifest
+from rossmann_jobs.features.drop_verification import (
+    check_unchanged_since_inspected,
+    inspect_raw_files,
+    verify_against_manifest,
+)
 from rossmann_jobs.features.metadata import metadata_document
 from rossmann_jobs.features.pipeline import (
     VOCABULARY_ROW,
@@ -65,23 +69,20 @@ from rossmann_jobs.features.pipeline import (
     sales_features,
     sales_rows,
 )
-from rossmann_jobs.features.raw_schemas import RAW_FILES, STRING, TEST, TRAIN, RawFile
+from rossmann_jobs.features.raw_schemas import RAW_FILES, STRING, TEST, TRAIN
 from rossmann_jobs.features.spec import STORE_ID_COL
 from rossmann_jobs.features.validate import (
     REASON,
     REASON_COLUMN,
     AccountingError,
-    FileDigest,
     RawInputError,
     acceptable,
     check_accounting,
     check_plan_rows,
     check_reject_fraction,
     examples_by_problem,
-    header_report,
     over_reject_fraction,
     parse_columns,
-    parse_header,
     read_text_csv,
 )
 from rossmann_jobs.job_runner import run_job, timed
@@ -128,99 +129,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # --- input ------------------------------------------------------------------------------------------------------
-
-def inspect_raw_files(raw_uri: str) -> dict[str, dict[str, Any]]:
-    """Presence, header, checksum and data-row count of every raw file (one streamed read each)."""
-    kinds = {name: storage.file_type(storage.join(raw_uri, name)) for name in RAW_FILES}
-    missing = [name for name, kind in kinds.items() if kind is None]
-    if missing:
-        raise RawInputError(f"{', '.join(missing)}: missing from the raw drop {raw_uri} (it must hold "
-                            f"{', '.join(RAW_FILES)}). Check the landing task for this date.")
-    for name in (name for name, kind in kinds.items() if kind == storage.DIRECTORY):
-        raise RawInputError(_folder_not_file(storage.join(raw_uri, name), name))
-    inspected = {name: _inspect(storage.join(raw_uri, name), raw_file) for name, raw_file in RAW_FILES.items()}
-    empty = [name for name, facts in inspected.items() if facts["rows"] == 0]
-    if empty:
-        raise RawInputError(f"{', '.join(empty)}: the file has a header but no data rows ({raw_uri}).")
-    return inspected
-
-
-def _folder_not_file(uri: str, name: str) -> str:
-    """The error for a raw file that is a folder (a Spark or Hadoop job's output: part files, _SUCCESS)."""
-    entries = sorted(entry[len(uri.rstrip("/")) + 1:] for entry in storage.list_files(uri))
-    parts = [entry for entry in entries if entry.rsplit("/", 1)[-1].startswith("part-")]
-    shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
-    what = (f"{len(parts)} part files, as a Spark or Hadoop job writes its output" if parts else
-            f"{len(entries)} entries")
-    return (f"{name}: {uri} is a folder, not a file ({what}: {shown or 'empty'}). The drop must hold one CSV file "
-            f"named {name} with one header line: merge the part files into it (e.g. coalesce(1) in the exporting "
-            "Spark job and move the part file to that name, or concatenate the parts keeping the first header "
-            "only), then land the drop again.")
-
-
-def verify_drop(raw_uri: str, inspected: dict[str, dict[str, Any]],
-                allow_unverified: bool = drop_settings.ALLOW_UNVERIFIED_DROP) -> bool:
-    """Each raw file against the drop's _SUCCESS manifest; False (logged) when the marker is empty or absent and
-    allow_unverified, else such a drop is refused."""
-    marker_uri = storage.join(raw_uri, DROP_MARKER)
-    marker = storage.read_bytes(marker_uri) if storage.exists(marker_uri) else b""
-    try:
-        manifest = parse_manifest(marker, marker_uri)
-    except ValueError as error:
-        raise RawInputError(str(error)) from None
-    if manifest is None:
-        if not allow_unverified:
-            raise RawInputError(f"{marker_uri} is empty or absent: {drop_settings.UNVERIFIED_DROP_WARNING}, and this "
-                                "deployment allows no unverified drop (--no-allow-unverified-drop, the DAG param "
-                                "allow_unverified_drop). Land the drop again closed by a manifest (rossmann_jobs."
-                                "features.drop_manifest.manifest_bytes), then clear the task.")
-        log.warning("%s is empty or absent: %s", marker_uri, drop_settings.UNVERIFIED_DROP_WARNING)
-        return False
-    problems = mismatches(manifest, inspected)
-    if problems:
-        raise RawInputError(f"{raw_uri}: the files are not the ones the drop's {DROP_MARKER} manifest lists, so a "
-                            f"copy was cut short or a file changed after the drop closed: {'; '.join(problems)}. "
-                            "Land the drop again, then clear the task.")
-    log.info("all %d raw files match the drop's manifest %s", len(inspected), marker_uri)
-    return True
-
-
-def check_unchanged(raw_uri: str, inspected: dict[str, dict[str, Any]]) -> None:
-    """Digest every raw file again after Spark read it: the features come from the files inspected (and verified),
-    not from a drop landed anew in between."""
-    changed = {}
-    for name, facts in inspected.items():
-        sha256, size = storage.sha256(storage.join(raw_uri, name))
-        if sha256 != facts["sha256"]:
-            changed[name] = (f"SHA-256 {facts['sha256']} ({facts['bytes']:,} bytes) when inspected, now {sha256} "
-                             f"({size:,} bytes)")
-    if changed:
-        raise RawInputError(f"{raw_uri}: {', '.join(changed)} changed while prepare read the drop ("
-                            f"{'; '.join(f'{name}: {what}' for name, what in changed.items())}): the drop was landed "
-                            "again. Clear the task once the new drop is complete.")
-
-
-def _inspect(uri: str, raw_file: RawFile) -> dict[str, Any]:
-    filesys, path = storage.filesystem(uri)
-    digest = FileDigest()
-    with filesys.open_input_stream(path) as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-    header = parse_header(raw_file, digest.head)
-    if digest.corruption is not None:
-        # Refused, not quarantined: a block of NULs or garbage overwrites whole rows and their line ends, so the
-        # rows it destroyed cannot be counted, let alone shown.
-        raise RawInputError(f"{raw_file.name}: the file is corrupted, it holds {digest.corruption.describe()}: the "
-                            "rows there cannot be read or counted. Copy the file again from its source (a bad copy "
-                            "or disk), then clear the task.")
-    report = header_report(raw_file, header)
-    if report:
-        log.warning("%s: %s", raw_file.name, "; ".join(
-            f"{'ignored (not a column of the drop)' if key == 'ignored' else 'absent (not used, read as missing)'}: "
-            f"{', '.join(names)}" for key, names in report.items()))
-    return {"sha256": digest.sha256, "bytes": digest.size, "rows": digest.data_rows, "header": header,
-            "columns": report}
-
 
 def horizon_window(horizon: tuple[date, date] | None, as_of: date,
                    validation_rule: str = split.DEFAULT_VALIDATION_RULE) -> split.Windows:
@@ -355,7 +263,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
     timings: dict[str, float] = {}
     with timed("inspect raw files (presence, header, sha256, rows)", timings):
         inputs = inspect_raw_files(raw)
-        verified = verify_drop(raw, inputs, allow_unverified_drop)
+        verified = verify_against_manifest(raw, inputs, allow_unverified_drop)
     input_rows = {name: facts["rows"] for name, facts in inputs.items()}
     log.info("input rows: %s", input_rows)
 
@@ -429,7 +337,7 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
             shards = write_outputs(encode.encode_features(classified, vocabularies, later_values), quarantine, attempt,
                                    num_shards, split_rows, timings)
         with timed("digest the raw files again", timings):
-            check_unchanged(raw, inputs)
+            check_unchanged_since_inspected(raw, inputs)
 
     metadata = metadata_document(
         vocabularies=vocabularies, sales_groups=sales_groups, split_rows=split_rows, outcomes=outcomes,

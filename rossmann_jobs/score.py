@@ -24,8 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
-from rossmann_jobs.features.drop_manifest import DROP_MARKER, parse_manifest
-from rossmann_jobs.features.drop_settings import UNVERIFIED_DROP_WARNING
+from rossmann_jobs.features.drop_verification import check_file_against_manifest
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import RawInputError, parse_columns, read_text_csv
 from rossmann_jobs.forecast.baseline import BASELINE_COL
@@ -80,27 +79,6 @@ def read_actuals(spark: SparkSession, raw_uri: str, after: date, through: date) 
     return scoring.actual_sales(parse_columns(text, TRAIN), after, through)
 
 
-def check_drop_unchanged(raw_uri: str, name: str = TRAIN.name) -> bool:
-    """The raw file scored against is the one the drop's _SUCCESS manifest lists (its SHA-256), checked after Spark
-    read it: True when verified, False (warned) for a drop closed by an empty marker (nothing to check against)."""
-    marker_uri = storage.join(raw_uri, DROP_MARKER)
-    marker = storage.read_bytes(marker_uri) if storage.exists(marker_uri) else b""
-    try:
-        listed = (parse_manifest(marker, marker_uri) or {}).get(name)
-    except ValueError as error:
-        raise ScoringInputError(str(error)) from None
-    if listed is None:
-        log.warning("%s lists no %s: %s", marker_uri, name, UNVERIFIED_DROP_WARNING)
-        return False
-    uri = storage.join(raw_uri, name)
-    sha256, size = storage.sha256(uri)
-    if sha256 != listed["sha256"]:
-        raise ScoringInputError(f"{uri}: SHA-256 {sha256} ({size:,} bytes), but the drop's manifest {marker_uri} "
-                                f"lists {listed['sha256']} ({listed['bytes']:,} bytes): the file changed after the "
-                                "drop closed (landed again?). Land the drop again, then clear score_forecasts.")
-    return True
-
-
 # What each score record holds per forecast, by the name it has there: every grouping of the scored rows in one
 # aggregation (scoring.grouped_scores); a grouping's one column is named like the grouping in the record.
 GROUPINGS = {"overall": [], "lead_day": [scoring.LEAD_COL], "lead_week": [scoring.LEAD_WEEK_COL], "store": ["StoreId"]}
@@ -153,7 +131,8 @@ def run_score(spark: SparkSession, raw_uri: str, scoring_date: date, forecasts_u
                 RECENT_WINDOW_DAYS)
         finally:
             scored.unpersist()
-        check_drop_unchanged(raw_uri)   # after Spark read the actuals: what was scored against is checked
+        # after Spark read the actuals: what was scored against is checked
+        check_file_against_manifest(raw_uri, TRAIN.name, ScoringInputError, then="clear score_forecasts")
 
     entries = {}
     for forecast in forecasts:

@@ -117,25 +117,6 @@ def read_raw_test_ids(spark: SparkSession, raw_uri: str) -> tuple[pd.DataFrame, 
     return rows.select(F.col("Id").alias("RawId"), F.expr("try_cast(trim(Id) AS INT)").alias("Id")).toPandas(), uri
 
 
-def check_raw_unchanged(raw_file_uri: str, metadata: dict, metadata_uri: str) -> None:
-    """The raw file predict read is the one prepare verified: its SHA-256 is the one metadata.json records
-    (input_checksums). A drop landed anew after prepare would otherwise be forecast from a plan the features were
-    not made from."""
-    name = raw_file_uri.rstrip("/").rsplit("/", 1)[-1]
-    recorded = (metadata.get("input_checksums") or {}).get(name)
-    if not recorded:
-        log.warning("%s records no SHA-256 of %s (features of an earlier prepare): the file is not checked",
-                    metadata_uri, name)
-        return
-    sha256, size = storage.sha256(raw_file_uri)
-    if sha256 != recorded["sha256"]:
-        raise ForecastInputError(
-            f"{raw_file_uri}: SHA-256 {sha256} ({size:,} bytes), but prepare verified and prepared the features from "
-            f"{name} with SHA-256 {recorded['sha256']} ({recorded.get('bytes', 0):,} bytes; {metadata_uri}): the "
-            "drop was landed again after prepare. Clear prepare_features and the tasks after it, so that the "
-            "features and the forecast come from one drop.")
-
-
 def read_history(spark: SparkSession, features_attempt: str) -> DataFrame:
     """The prepared train + validation rows (every row dated <= as-of) with the columns the baseline is fitted on."""
     parts = []

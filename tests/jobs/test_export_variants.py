@@ -100,7 +100,7 @@ def test_an_unused_column_that_does_not_parse_is_reported_not_refused(spark, cle
 
 @pytest.mark.parametrize("variant", [v for v in REFUSED if v.expect.before_spark], ids=lambda v: v.name)
 def test_a_file_that_is_not_the_drops_is_refused_before_any_spark_work(clean, tmp_path, variant):
-    from rossmann_jobs.prepare import inspect_raw_files
+    from rossmann_jobs.features.drop_verification import inspect_raw_files
 
     raw = write_drop(str(tmp_path / "raw"), {**clean, **variant.change(clean)})
     with pytest.raises(RawInputError) as error:
@@ -130,7 +130,7 @@ def check_refusal(message: str, expect: Refused) -> None:
 def test_the_spark_folder_is_a_bad_input_failure_not_a_retry(clean, tmp_path):
     """A folder where a file belongs is a known bad input (prepare's exit status 2, not retried), not an OSError."""
     from export_variants import spark_part_files
-    from rossmann_jobs.prepare import inspect_raw_files
+    from rossmann_jobs.features.drop_verification import inspect_raw_files
 
     raw = write_drop(str(tmp_path / "raw"), {**clean, **spark_part_files("train.csv")(clean)})
     with pytest.raises(RawInputError) as error:

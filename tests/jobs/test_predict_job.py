@@ -23,6 +23,7 @@ import predict_fixtures
 from conftest import JOBS_BIN, REPO_ROOT
 from report_html import ReportPage
 from rossmann_jobs import predict, spark_session, storage
+from rossmann_jobs.features.drop_verification import check_file_against_metadata
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.inputs import ForecastInputError
@@ -386,7 +387,8 @@ def test_a_test_csv_landed_again_after_prepare_is_refused(inputs, spark, tmp_pat
     features_uri = predict_fixtures.write_features(str(tmp_path / "features"), test, validation, input_checksums={
         "test.csv": {"sha256": prepared, "bytes": size}}).uri
     metadata_uri = storage.join(storage.committed_uri(features_uri), "metadata.json")
-    predict.check_raw_unchanged(test_csv, storage.read_json(metadata_uri), metadata_uri)   # as prepared: passes
+    # as prepared: passes
+    check_file_against_metadata(test_csv, storage.read_json(metadata_uri), metadata_uri, ForecastInputError)
 
     relanded = test.copy()
     relanded.loc[relanded.index[relanded["Open"] == 1][0], "Open"] = 0

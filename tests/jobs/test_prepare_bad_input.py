@@ -51,7 +51,7 @@ def test_missing_column(spark, tmp_path, drop):
 
 
 def test_extra_column_is_ignored_and_a_column_no_feature_reads_may_be_absent(tmp_path, drop):
-    from rossmann_jobs.prepare import inspect_raw_files
+    from rossmann_jobs.features.drop_verification import inspect_raw_files
 
     rows = [{**r, "Comment": "x"} for r in drop["store.csv"]]
     overrides = {"store.csv": csv_text("store.csv", rows, header=list(rows[0])),
@@ -376,11 +376,11 @@ def test_a_drop_that_matches_its_manifest_is_recorded_as_verified(spark, tmp_pat
 def test_a_file_landed_again_while_prepare_reads_the_drop_is_refused(tmp_path, drop):
     """prepare digests the files, Spark reads them, then they are digested again: a drop landed anew in between
     fails naming the file and both digests (the features would come from files nobody verified)."""
-    from rossmann_jobs.prepare import check_unchanged, inspect_raw_files
+    from rossmann_jobs.features.drop_verification import check_unchanged_since_inspected, inspect_raw_files
 
     raw, contents = landed_drop(tmp_path, drop)
     inspected = inspect_raw_files(raw)
-    check_unchanged(raw, inspected)   # unchanged: passes
+    check_unchanged_since_inspected(raw, inspected)   # unchanged: passes
     changed = contents["store.csv"].replace(b",a,", b",b,", 1)
     assert changed != contents["store.csv"]
     (tmp_path / "raw" / "store.csv").write_bytes(changed)
@@ -388,7 +388,7 @@ def test_a_file_landed_again_while_prepare_reads_the_drop_is_refused(tmp_path, d
     with pytest.raises(RawInputError, match=rf"store\.csv changed while prepare read the drop \(store\.csv: SHA-256 "
                                             rf"{inspected['store.csv']['sha256']} .* when inspected, now {now} "
                                             rf"\({size:,} bytes\)\): the drop was landed again"):
-        check_unchanged(raw, inspected)
+        check_unchanged_since_inspected(raw, inspected)
 
 
 def test_a_marker_that_is_neither_empty_nor_a_manifest_is_refused(tmp_path):

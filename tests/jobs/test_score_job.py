@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from report_html import ReportPage
 from rossmann_jobs import score, storage
+from rossmann_jobs.features.drop_verification import check_file_against_manifest
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import parse_columns
 from rossmann_jobs.forecast_scores import score_records, scoring
@@ -535,12 +536,12 @@ def test_actuals_changed_after_the_drop_closed_are_refused(tmp_path):
               b"1,2,2015-08-04,100,9,1,0,0,0\n")
     (raw / "train.csv").write_bytes(landed)
     (raw / "_SUCCESS").write_bytes(manifest_bytes({"train.csv": landed}))
-    assert score.check_drop_unchanged(str(raw)) is True
+    assert check_file_against_manifest(str(raw), "train.csv", ScoringInputError, then="clear score_forecasts") is True
     (raw / "train.csv").write_bytes(landed.replace(b",100,", b",180,"))
     now, _ = storage.sha256(str(raw / "train.csv"))
     with pytest.raises(ScoringInputError, match=rf"train\.csv: SHA-256 {now} .*_SUCCESS lists "
                                                 rf"{hashlib.sha256(landed).hexdigest()} .*changed after the drop "
                                                 "closed"):
-        score.check_drop_unchanged(str(raw))
+        check_file_against_manifest(str(raw), "train.csv", ScoringInputError, then="clear score_forecasts")
     (raw / "_SUCCESS").write_bytes(b"")
-    assert score.check_drop_unchanged(str(raw)) is False
+    assert check_file_against_manifest(str(raw), "train.csv", ScoringInputError, then="clear score_forecasts") is False
