@@ -11,7 +11,7 @@ faster code wins, so the default stays there (bench/RESULTS.md, "Fixed cost per 
 for the executors' JVMs (bench/RESULTS.md, "C1 for a small drop's executors too").
 
 Why the class archive: before its first query, a cold Spark JVM loads and verifies some 15,000 classes. Mapped
-from a class-data-sharing archive (rossmann_jobs/class_archive.py builds it; scripts/setup_env.sh puts it in the
+from a class-data-sharing archive (rossmann_jobs/jvm_class_archive.py builds it; scripts/setup_env.sh puts it in the
 jobs environment), they are ready at once, for a job of any size. The archive is named by $ROSSMANN_SPARK_CLASS_ARCHIVE
 on the machine that launches the driver; absent, the JVM starts as before.
 """

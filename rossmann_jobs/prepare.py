@@ -52,7 +52,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from rossmann_jobs import storage
-from rossmann_jobs.features import accounting, drop_settings, encode, freshness, point_in_time, recent_level, split
+from rossmann_jobs.features import drop_settings, encode, freshness, point_in_time, recent_level, row_accounting, split
 from rossmann_jobs.features.drop_verification import (
     check_unchanged_since_inspected,
     inspect_raw_files,
@@ -144,7 +144,7 @@ def horizon_window(horizon: tuple[date, date] | None, as_of: date,
 def collect_examples(quarantine: DataFrame) -> dict[str, dict[tuple[str, str], list[str]]]:
     """Example records per file and (reason, column), for error messages."""
     by_file: dict[str, list] = {}
-    for row in accounting.problem_examples(quarantine).collect():
+    for row in row_accounting.problem_examples(quarantine).collect():
         by_file.setdefault(row["file"], []).append((row["reason"], row["column"], row["record"]))
     return {name: examples_by_problem(items) for name, items in by_file.items()}
 
@@ -152,7 +152,7 @@ def collect_examples(quarantine: DataFrame) -> dict[str, dict[tuple[str, str], l
 def collect_patterns(quarantine: DataFrame) -> dict[str, dict[tuple[str, str], list[tuple[str, str, int]]]]:
     """The commonest shapes of the failed values per file and (reason, column), for error messages."""
     by_file: dict[str, dict[tuple[str, str], list[tuple[str, str, int]]]] = {}
-    for row in accounting.value_patterns(quarantine).orderBy("file", "reason", "column", F.desc("rows")).collect():
+    for row in row_accounting.value_patterns(quarantine).orderBy("file", "reason", "column", F.desc("rows")).collect():
         by_file.setdefault(row["file"], {}).setdefault((row["reason"], row["column"]), []).append(
             (row["shape"], row["example"], row["rows"]))
     return by_file
@@ -307,21 +307,22 @@ def run_prepare(spark: SparkSession, raw: str, out: str, as_of: date, sample_rat
             features = hold(
                 sales_features(rows, lookups, as_of, parsed[TEST.name], point_in_time_mode,
                                recent_level.broadcast_levels(input_rows[TRAIN.name] + input_rows[TEST.name])).observe(
-                    observed, *accounting.horizon_metrics(horizon_row()),
-                    *accounting.vocabulary_metrics(VOCABULARY_ROW)))
+                    observed, *row_accounting.horizon_metrics(horizon_row()),
+                    *row_accounting.vocabulary_metrics(VOCABULARY_ROW)))
         pass_metrics = observed.get
-        windows = horizon_window(accounting.horizon_dates(pass_metrics), as_of, validation_rule)
+        windows = horizon_window(row_accounting.horizon_dates(pass_metrics), as_of, validation_rule)
         log.info("windows: %s", windows.as_json())
         classified = classify_sales(features, windows, sample_rate, seed)
         with timed("count rows per outcome", timings):
             # The quarantine query is planned on the driver while the executors count.
             sales_groups, quarantine = concurrently(
-                lambda: [row.asDict() for row in accounting.outcome_summary(classified).collect()],
+                lambda: [row.asDict() for row in row_accounting.outcome_summary(classified).collect()],
                 lambda: quarantined_rows(features, lookups, state_names))
-        vocabularies, later_values = encode.trained_vocabularies(encode.sorted_vocabularies(
-            accounting.vocabulary_values(pass_metrics)), freshness.first_train_date(facts), windows.last_train_date())
+        vocabularies, later_values = encode.trained_vocabularies(
+            encode.sorted_vocabularies(row_accounting.vocabulary_values(pass_metrics)),
+            freshness.first_train_date(facts), windows.last_train_date())
         log.info("vocabulary sizes: %s", encode.vocab_sizes(vocabularies))
-        outcomes, problems = accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
+        outcomes, problems = row_accounting.file_ledgers(input_rows, sales_groups, lookup_groups)
         log.info("row outcomes per file: %s", outcomes)
         check_rows(input_rows, outcomes, problems, quarantine, max_reject_fraction)
         split_rows = {name: outcomes[SPLIT_SOURCES[name]].get(name, 0) for name in encode.SPLIT_COLUMNS}
@@ -380,7 +381,7 @@ def check_lookups_and_plan(lookup_frames: dict[str, DataFrame], plan: DataFrame,
     over --max-reject-fraction, or any plan row with a problem, fails naming the file, column and examples.
     Returns the lookup files' accounting.lookup_summary groups (their ledger)."""
     frames = {**lookup_frames, TEST.name: plan}
-    groups = [row.asDict() for row in accounting.lookup_summary(frames).collect()]
+    groups = [row.asDict() for row in row_accounting.lookup_summary(frames).collect()]
     problems: dict[str, dict[tuple[str, str], int]] = {}
     for group in groups:
         if group[REASON]:

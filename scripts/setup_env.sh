@@ -209,10 +209,10 @@ if ! wait "$!"; then
   cat "$AIRFLOW_SETUP_LOG"
   exit 1
 fi
-# The jobs' Spark driver JVMs start from a class archive (rossmann_jobs/class_archive.py, launch_settings.py): built
+# The jobs' Spark driver JVMs start from a class archive (rossmann_jobs/jvm_class_archive.py, launch_settings.py): built
 # once per Java build and Spark classpath, while the airflow env may still be installing.
 step "jobs env: class archive for Spark's driver JVMs (about a minute; once per Java and Spark)" \
-  "$ROOT/.venvs/jobs/bin/python" -m rossmann_jobs.class_archive --if-stale \
+  "$ROOT/.venvs/jobs/bin/python" -m rossmann_jobs.jvm_class_archive --if-stale \
   "$("$ROOT/.venvs/jobs/bin/python" -c 'import sys; from rossmann_jobs.launch_settings import jobs_env_class_archive as a; print(a(sys.prefix))')"
 airflow_status=0
 wait_for "$airflow_setup" "setting up the airflow env (its output follows when it is done)" || airflow_status=$?

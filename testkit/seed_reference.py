@@ -38,7 +38,7 @@ def expand_date(df: pyspark.sql.DataFrame) -> pyspark.sql.DataFrame:
     )
 
 
-def add_elapsed(df: pyspark.sql.DataFrame, cols: List[str]) -> pyspark.sql.DataFrame:
+def add_event_days(df: pyspark.sql.DataFrame, cols: List[str]) -> pyspark.sql.DataFrame:
     def add_elapsed_column(col, asc):
         def fn(rows):
             last_store, last_date = None, None
@@ -163,7 +163,7 @@ def data_preparation(spark, data_dir: str, sample_rate: float | None = None):
                          weather_csv).cache()
 
     elapsed_cols = ["Promo", "StateHoliday", "SchoolHoliday"]
-    elapsed = add_elapsed(
+    elapsed = add_event_days(
         train_df.select("Date", "Store", *elapsed_cols).unionAll(test_df.select("Date", "Store", *elapsed_cols)),
         elapsed_cols,
     )

@@ -149,7 +149,7 @@ def encode_features(df: DataFrame, vocabularies: Mapping[str, list],
 
 # Continuous columns that are never null on a written row, so the split writes only cast them (no coalesce): the
 # origin features (float32 from features/recent_level.py: every written row finds its store's levels) and the
-# After day counts (every written row is one the counts were computed over: features/elapsed.py). The
+# After day counts (every written row is one the counts were computed over: features/event_days.py). The
 # split-write stages sit near HotSpot's JIT size limit (tests/jobs/test_prepare_job.py).
 NEVER_NULL_WHEN_WRITTEN = [*ORIGIN_COLS, *(f"After{event}" for event in ("Promo", "StateHoliday", "SchoolHoliday"))]
 

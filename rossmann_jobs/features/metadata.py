@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime, timezone
 from typing import Any, Mapping
 
-from rossmann_jobs.features import accounting, encode, point_in_time, split
+from rossmann_jobs.features import encode, point_in_time, row_accounting, split
 
 REJECTED_FORMAT = "JSON lines: file, reason, column, record"
 
@@ -32,7 +32,7 @@ def metadata_document(*, vocabularies: dict[str, list], sales_groups: list[Mappi
     return {
         "feature_spec": encode.feature_spec(vocabularies),
         "vocabularies": vocabularies,
-        "max_sales": accounting.max_sales(sales_groups),
+        "max_sales": row_accounting.max_sales(sales_groups),
         "row_counts": row_counts(split_rows, outcomes, problems),
         "as_of": as_of.isoformat(),
         "test_window": {"start": windows.test_start.isoformat(), "end": windows.test_end.isoformat()},

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from rossmann_jobs.features import joins, point_in_time, recent_level
 from rossmann_jobs.features.date_features import add_competition_and_promo2, expand_date
-from rossmann_jobs.features.elapsed import add_elapsed, flag_events
+from rossmann_jobs.features.event_days import add_event_days, flag_events
 from rossmann_jobs.features.raw_schemas import TEST, RawFile
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, LABEL_COL
 from rossmann_jobs.features.split import IN_SCOPE, OUTCOME, SOURCE, Windows, assign_outcome, in_scope
@@ -116,7 +116,7 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFra
     # Between the two (Store; Date) window passes: a broadcast join keeps the rows' order, so the second pass needs
     # no new sort, and the origin features' code stays out of the fused stage of the joins (near the JIT limit).
     rows = recent_level.add_origin_features(rows, as_of, history=_sales_history(), broadcast=broadcast_levels)
-    rows = add_elapsed(rows, eligible=F.col(IN_SCOPE) & acceptable(), same_pass={SEEN_IN_TRAIN: _seen_in_train()})
+    rows = add_event_days(rows, eligible=F.col(IN_SCOPE) & acceptable(), same_pass={SEEN_IN_TRAIN: _seen_in_train()})
     # Checked with the lookup misses (it comes first), so that one quarantine step renders the rejected record.
     unseen_store = ((F.col(SOURCE) == "test") & F.col(IN_SCOPE) & F.col(SEEN_IN_TRAIN).isNull(),
                     "Store has no train.csv rows on or before as-of", "Store")

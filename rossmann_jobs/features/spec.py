@@ -14,7 +14,7 @@ SEED_CATEGORICAL_COLS = [
     "Promo", "StateHoliday", "SchoolHoliday",
 ]
 
-# Days to the next and since the last promo, state holiday and school holiday, capped at a week (elapsed.py), as
+# Days to the next and since the last promo, state holiday and school holiday, capped at a week (event_days.py), as
 # categories: the seed's Before/After counts are continuous and unbounded (-195 .. 0), so their batch-normalized
 # values barely tell the day before a holiday from the week before, and the rush there went unlearnt (RESULTS.md).
 NEAR_EVENT_COLS = ["DaysToPromo", "DaysSincePromo", "DaysToStateHoliday", "DaysSinceStateHoliday",

@@ -27,7 +27,7 @@ from rossmann_jobs.forecast.inputs import (
     vocab_sizes,
 )
 from rossmann_jobs.forecast.metrics import FORECAST_COL
-from rossmann_jobs.forecast.open_rule import (
+from rossmann_jobs.forecast.open_flag import (
     CLOSED,
     INVALID,
     OPEN,

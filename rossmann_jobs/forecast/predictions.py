@@ -19,7 +19,7 @@ from rossmann_jobs.features.spec import LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.inference import with_log_forecast
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL
-from rossmann_jobs.forecast.open_rule import CLOSED, OPEN_STATUS_COL, is_forecast
+from rossmann_jobs.forecast.open_flag import CLOSED, OPEN_STATUS_COL, is_forecast
 from rossmann_jobs.forecast.quantiles import (
     BASELINE_PREFIX,
     LEAD_WEEK_COL,

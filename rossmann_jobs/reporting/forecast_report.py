@@ -16,7 +16,7 @@ from rossmann_jobs.features.spec import LABEL_COL
 from rossmann_jobs.forecast import metrics, quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL
-from rossmann_jobs.forecast.open_rule import is_forecast
+from rossmann_jobs.forecast.open_flag import is_forecast
 from rossmann_jobs.forecast_scores import score_records
 from rossmann_jobs.output_layout import SCORES_SUMMARY_FILE, TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
 from rossmann_jobs.reporting import forecast_page

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from rossmann_jobs.synth import files
+from rossmann_jobs.synth.arrays import DataGrids, SalesModel
 from rossmann_jobs.synth.dataset_calendar import (
     TEST_END,
     TEST_START,
@@ -17,10 +18,9 @@ from rossmann_jobs.synth.dataset_calendar import (
     school_holidays,
     state_holidays,
 )
-from rossmann_jobs.synth.grids import DataGrids, SalesModel
-from rossmann_jobs.synth.layout import choose_layout
 from rossmann_jobs.synth.opening import open_days, open_without_sales
 from rossmann_jobs.synth.point_in_time_floor import point_in_time_expected
+from rossmann_jobs.synth.row_coverage import choose_layout
 from rossmann_jobs.synth.sales import expected_sales, observe, sales_factors, weather_factor
 from rossmann_jobs.synth.shifts import LevelShifts, draw_level_shifts
 from rossmann_jobs.synth.states import STATE_CODES, trend_code, trend_file_names

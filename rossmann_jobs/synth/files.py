@@ -5,9 +5,9 @@ import datetime as dt
 
 import numpy as np
 
+from rossmann_jobs.synth.arrays import DataGrids
 from rossmann_jobs.synth.csvtext import int_field, minimal, optional_number_field, quoted, render, text_field
 from rossmann_jobs.synth.dataset_calendar import STATE_HOLIDAY_LETTERS, Calendar
-from rossmann_jobs.synth.grids import DataGrids
 from rossmann_jobs.synth.states import STATE_NAMES, trend_file_names
 from rossmann_jobs.synth.stores import PROMO_INTERVALS, Stores
 from rossmann_jobs.synth.trend import Trends

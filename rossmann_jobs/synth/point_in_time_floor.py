@@ -19,8 +19,8 @@ import datetime as dt
 
 import numpy as np
 
+from rossmann_jobs.synth.arrays import DataGrids
 from rossmann_jobs.synth.dataset_calendar import HORIZON_DAYS
-from rossmann_jobs.synth.grids import DataGrids
 from rossmann_jobs.synth.sales import trend_factor
 
 CLIMATE_WINDOW_DAYS = 7   # as prepare's strict weather climatology (features/point_in_time.py)

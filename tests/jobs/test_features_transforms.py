@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from rossmann_jobs.features import date_features, elapsed, encode, joins, split
+from rossmann_jobs.features import date_features, encode, event_days, joins, split
 from rossmann_jobs.features.raw_schemas import GOOGLE_TREND, STORE
 from rossmann_jobs.features.validate import PROBLEM, problem_columns
 
@@ -20,7 +20,7 @@ def with_problem_column(df):
     return df.withColumn(PROBLEM, F.lit(None).cast(PROBLEM_TYPE))
 
 
-CAP = elapsed.NEAR_EVENT_DAYS
+CAP = event_days.NEAR_EVENT_DAYS
 
 
 def promo_only():
@@ -33,7 +33,7 @@ def elapsed_rows(spark, rows, eligible=None):
     """rows: (Store, Date, Promo) -> {(Store, Date): (DaysToPromo, AfterPromo)}."""
     df = spark.createDataFrame(rows, "Store int, Date date, Promo boolean")
     eligible = F.lit(True) if eligible is None else eligible
-    out = elapsed.add_elapsed(df, eligible, promo_only()).collect()
+    out = event_days.add_event_days(df, eligible, promo_only()).collect()
     return {(r.Store, r.Date): (r.DaysToPromo, r.AfterPromo) for r in out}
 
 
@@ -60,7 +60,7 @@ def test_elapsed_first_row_of_a_store_and_a_store_without_events(spark):
 def test_elapsed_ties_on_one_date_count_the_event_for_every_row(spark):
     day, next_day = D("2015-05-05"), D("2015-05-06")
     rows = [(1, D("2015-05-01"), False), (1, day, False), (1, day, True), (1, next_day, False)]
-    out = elapsed.add_elapsed(spark.createDataFrame(rows, "Store int, Date date, Promo boolean"), F.lit(True),
+    out = event_days.add_event_days(spark.createDataFrame(rows, "Store int, Date date, Promo boolean"), F.lit(True),
                               promo_only()).collect()
     on_day = [(r.DaysToPromo, r.AfterPromo) for r in out if r.Date == day]
     assert on_day == [(0, 0), (0, 0)]
@@ -73,7 +73,7 @@ def test_elapsed_ignores_rows_that_are_not_eligible(spark):
     rows = [(1, days[0], False), (1, days[1], True), (1, days[2], False), (1, days[3], False)]
     df = spark.createDataFrame(rows, "Store int, Date date, Promo boolean")
     # The promo on day 1 belongs to a row that is not eligible (e.g. after as-of), so nobody sees it.
-    out = elapsed.add_elapsed(df, F.col("Date") != F.lit(days[1]), promo_only()).collect()
+    out = event_days.add_event_days(df, F.col("Date") != F.lit(days[1]), promo_only()).collect()
     got = {r.Date: (r.DaysToPromo, r.AfterPromo) for r in out if r.Date != days[1]}
     assert got == {days[0]: (CAP, 0), days[2]: (CAP, 2), days[3]: (CAP, 3)}
 
@@ -81,7 +81,7 @@ def test_elapsed_ignores_rows_that_are_not_eligible(spark):
 def test_elapsed_uses_the_raw_event_columns_by_default(spark):
     rows = [(1, D("2015-01-01"), 0, "0", 1), (1, D("2015-01-02"), 1, "a", 0), (1, D("2015-01-03"), 0, "0", 0)]
     df = spark.createDataFrame(rows, "Store int, Date date, Promo int, StateHoliday string, SchoolHoliday int")
-    out = elapsed.add_elapsed(df, F.lit(True)).orderBy("Date").collect()
+    out = event_days.add_event_days(df, F.lit(True)).orderBy("Date").collect()
     assert [(r.AfterPromo, r.DaysToStateHoliday, r.AfterSchoolHoliday) for r in out] == [(0, 1, 0), (0, 0, 1),
                                                                                          (1, CAP, 2)]
     assert not {"BeforePromo", "BeforeStateHoliday", "BeforeSchoolHoliday"} & set(out[0].asDict()), (
@@ -89,13 +89,14 @@ def test_elapsed_uses_the_raw_event_columns_by_default(spark):
 
 
 def test_near_event_days_are_capped_and_the_data_end_is_not_an_event(spark):
-    cap = elapsed.NEAR_EVENT_DAYS
+    cap = event_days.NEAR_EVENT_DAYS
     days = [D("2015-03-01") + timedelta(days=i) for i in range(cap + 6)]
     promo_on = {1, cap + 4}          # further apart than the cap, so both sides reach it in between
     hidden = cap + 2                 # a promo on a row that is not eligible (after as-of): nobody sees it
     rows = [(1, d, i in promo_on or i == hidden) for i, d in enumerate(days)]
     df = spark.createDataFrame(rows, "Store int, Date date, Promo boolean")
-    out = {r.Date: r for r in elapsed.add_elapsed(df, F.col("Date") != F.lit(days[hidden]), promo_only()).collect()}
+    eligible = F.col("Date") != F.lit(days[hidden])
+    out = {r.Date: r for r in event_days.add_event_days(df, eligible, promo_only()).collect()}
     since = [out[d].DaysSincePromo for i, d in enumerate(days) if i != hidden]
     to = [out[d].DaysToPromo for i, d in enumerate(days) if i != hidden]
     expected_since = [min(i - max((e for e in promo_on if e <= i), default=-10 ** 6), cap)
@@ -112,7 +113,7 @@ def test_near_event_days_are_capped_and_the_data_end_is_not_an_event(spark):
 def test_flag_events_treats_only_zero_as_no_event(spark):
     df = spark.createDataFrame([(0, "0", 0), (1, "a", 1), (1, "c", 0), (None, None, None)],
                                "Promo int, StateHoliday string, SchoolHoliday int")
-    got = [tuple(r) for r in elapsed.flag_events(df).collect()]
+    got = [tuple(r) for r in event_days.flag_events(df).collect()]
     assert got == [(False, False, False), (True, True, True), (True, True, False), (None, None, None)]
 
 
@@ -359,12 +360,12 @@ def test_large_vocabularies_are_arrays_for_integers_and_joins_for_strings(spark)
 
 def test_a_vocabulary_of_consecutive_integers_encodes_by_offset(spark):
     value_sets = {col: [] for col in encode.CATEGORICAL_COLS}
-    value_sets.update({"DaysToStateHoliday": list(range(elapsed.NEAR_EVENT_DAYS, -1, -1)), "Month": [3, 4, 6]})
+    value_sets.update({"DaysToStateHoliday": list(range(event_days.NEAR_EVENT_DAYS, -1, -1)), "Month": [3, 4, 6]})
     vocabularies = encode.sorted_vocabularies(value_sets)
     schema = T.StructType([T.StructField(c, T.IntegerType() if c in ("DaysToStateHoliday", "Month") else
                                          T.StringType()) for c in encode.CATEGORICAL_COLS]
                           + [T.StructField(c, T.DoubleType()) for c in encode.CONTINUOUS_COLS])
-    cap = elapsed.NEAR_EVENT_DAYS
+    cap = event_days.NEAR_EVENT_DAYS
     rows = [(0, 3), (cap, 4), (cap + 1, 5), (-1, 6), (None, 7)]
     df = spark.createDataFrame([tuple({"DaysToStateHoliday": d, "Month": m}.get(f.name) for f in schema.fields)
                                 for d, m in rows], schema)

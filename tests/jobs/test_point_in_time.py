@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from point_in_time_drops import AS_OF, SPLITS, week_end_of
 from rossmann_jobs.features import joins, point_in_time
 from rossmann_jobs.features.date_features import expand_date
-from rossmann_jobs.features.elapsed import NEAR_EVENT_DAYS
+from rossmann_jobs.features.event_days import NEAR_EVENT_DAYS
 from rossmann_jobs.features.pipeline import Lookups, lookup_tables, trend_tables_known_at
 from rossmann_jobs.features.raw_schemas import DATE, DOUBLE, GOOGLE_TREND, WEATHER
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, ORIGIN_COLS, UNFED_SEED_COLS

@@ -16,7 +16,7 @@ from report_html import ReportPage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
 from rossmann_jobs.forecast import metrics
 from rossmann_jobs.forecast.inputs import ForecastInputError, check_values
-from rossmann_jobs.forecast.open_rule import OPEN_STATUS_COL, with_open_status
+from rossmann_jobs.forecast.open_flag import OPEN_STATUS_COL, with_open_status
 from rossmann_jobs.forecast.submission import SubmissionCheckError, check_accounting, check_submission_ids, csv_bytes
 from rossmann_jobs.forecast.vocabulary import index_mapping, mappings_to_model, remap_indices
 from rossmann_jobs.model import cache as model_cache

@@ -1,4 +1,4 @@
-"""The class archive (AppCDS) the jobs' Spark driver JVMs start from: `python -m rossmann_jobs.class_archive OUT`.
+"""The class archive (AppCDS) the jobs' Spark driver JVMs start from: `python -m rossmann_jobs.jvm_class_archive OUT`.
 
 Every job is a cold JVM that loads and verifies some 15,000 classes of Spark, Hadoop and Scala before its first
 query; a dynamic class-data-sharing archive maps them ready-made (bench/RESULTS.md, "Fixed cost per run"). It is

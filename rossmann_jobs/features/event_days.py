@@ -22,7 +22,7 @@ def flag_events(df: DataFrame) -> DataFrame:
     return df.withColumns(event_flags())
 
 
-def add_elapsed(df: DataFrame, eligible: Column, events: Mapping[str, Column] | None = None,
+def add_event_days(df: DataFrame, eligible: Column, events: Mapping[str, Column] | None = None,
                 same_pass: Mapping[str, Column] | None = None) -> DataFrame:
     """Add After<event> (>= 0) day counts per Store over the eligible rows, and DaysSince<event> / DaysTo<event>
     (0 .. NEAR_EVENT_DAYS).
