@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from rossmann_jobs import class_archive
+from rossmann_jobs import jvm_class_archive
 from rossmann_jobs.launch_settings import CLASS_ARCHIVE_ENV, JAVA_OPTIONS, jobs_env_class_archive, launch_conf
 
 TINY_JOB = "from pyspark.sql import SparkSession\nprint('rows', SparkSession.builder.getOrCreate().range(7).count())\n"
@@ -18,7 +18,7 @@ def test_a_job_driver_loads_sparks_classes_from_the_archive(tmp_path):
     archive = jobs_env_class_archive(sys.prefix)
     assert archive.is_file(), f"{archive} is missing: scripts/setup_env.sh builds it"
     assert os.environ.get(CLASS_ARCHIVE_ENV) == str(archive)   # tests/jobs/conftest.py, as the embedded stack does
-    assert class_archive.up_to_date(archive), "built for another Java or Spark classpath: run scripts/setup_env.sh"
+    assert jvm_class_archive.up_to_date(archive), "built for another Java or Spark classpath: run scripts/setup_env.sh"
     script, loaded = tmp_path / "tiny.py", tmp_path / "classes.log"
     script.write_text(TINY_JOB)
     options = f"{launch_conf('prepare', 0)[JAVA_OPTIONS]} -Xlog:class+load=info:file={loaded}"
@@ -42,14 +42,14 @@ def test_a_job_driver_loads_sparks_classes_from_the_archive(tmp_path):
 
 def test_the_archive_is_stale_for_another_java_or_classpath(tmp_path, monkeypatch):
     archive = tmp_path / "classes.jsa"
-    assert not class_archive.up_to_date(archive)   # absent
+    assert not jvm_class_archive.up_to_date(archive)   # absent
     archive.write_bytes(b"x")
-    class_archive.stamp_path(archive).write_text(class_archive.stamp())
-    assert class_archive.up_to_date(archive)
-    monkeypatch.setattr(class_archive, "spark_jars", lambda: tmp_path)   # another classpath: no jars
-    assert not class_archive.up_to_date(archive)
+    jvm_class_archive.stamp_path(archive).write_text(jvm_class_archive.stamp())
+    assert jvm_class_archive.up_to_date(archive)
+    monkeypatch.setattr(jvm_class_archive, "spark_jars", lambda: tmp_path)   # another classpath: no jars
+    assert not jvm_class_archive.up_to_date(archive)
     monkeypatch.undo()
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-such-jdk"))   # another Java (here: none at all)
     with pytest.raises(OSError):
-        class_archive.stamp()
-    assert not class_archive.up_to_date(archive)
+        jvm_class_archive.stamp()
+    assert not jvm_class_archive.up_to_date(archive)
