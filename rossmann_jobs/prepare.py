@@ -4,41 +4,13 @@
         [--num-shards 16] [--max-reject-fraction 0.001] [--point-in-time {strict,seed}]
         [--validation-window {recent,year-earlier}] [--max-staleness-days 0] [--no-allow-unverified-drop]
 
-Point in time, for --as-of D (see rossmann_jobs/features/split.py and point_in_time.py):
-- --point-in-time strict (default): no feature depends on a value dated after D in any file: googletrend weeks
-  ending after D and weather days after D are ignored (ledger outcome after_as_of); a row whose trend week is not
-  complete at D carries the last complete week forward, and a row dated after D gets the climatology of its
-  state's weather (persistence without history). seed: the seed's time-travelling trend and weather joins;
-- train/validation use only train.csv rows dated <= D, and so do the vocabularies, max_sales and the Before/After
-  day counts (computed over those train rows plus the horizon rows, as Horovod's example does over train + test);
-- the horizon (test split) is every test.csv row dated > D: the whole test period when D lies before it, the rest
-  of it when D lies inside it; the job fails when no test row is dated after D;
-- validation (--validation-window, features/split.py): recent (default) is out of time, the last L days up to D
-  (L = the horizon's length); year-earlier is the seed's, the horizon shifted back 365 days, cut at D;
-- every row has a forecast origin (features/recent_level.py: D for the horizon, D - 48 for the last 48 days, ...)
-  and its lead day and store's recent sales levels are computed from sales up to that origin only.
-Vocabularies are the sorted values of the parseable train rows <= D with Sales > 0 and of the parseable horizon
-rows, before sampling (a row quarantined later, e.g. a duplicate, can add a value no split uses: an unused index).
-max_sales is the largest Sales of the train + validation rows (before sampling). Before/After count the days
-to/from the events of every in-scope row that parses and is unique (rows later quarantined for a lookup miss
-included). --sample-rate samples the train/validation rows after their features are computed (never the horizon),
-deterministically per (Store, Date).
-
-Every input row ends in exactly one place, checked before commit: a split, an exclusion (after as-of, before the
-horizon, zero sales, sampled out; a lookup row is accepted, or after as-of in strict mode) or rejected/ with its
-reason. Files and headers are checked up front (columns are read by header name, in any order), and so is that
-each file is text (a block of NULs or binary garbage is refused: the rows it destroyed cannot be counted);
-row-level problems are quarantined while they stay under --max-reject-fraction of their file, else the job fails
-naming the file, reason, column and example rows (train.csv's parse problems before the freshness checks, which
-would only see the rows they leave). The lookup files and the plan are checked on their own before any join, and
-any problem in a plan (test.csv) row fails the job: every plan row must be forecast. The drop must be fresh
-(features/freshness.py): train.csv holds the actuals of D (--max-staleness-days) for every store that reports,
-and test.csv has no row dated <= D (a stale plan). The files are checked against the drop's _SUCCESS manifest; a
-drop closed by an empty marker is prepared unverified (warned, recorded in metadata.json) unless
---no-allow-unverified-drop refuses it.
-metadata.json records each raw file's SHA-256 (input_checksums): after the feature pass the files are digested
-again (a file landed anew while Spark read it fails the job), and predict checks test.csv against it. Output is
-committed atomically (storage.commit).
+For --as-of D, no feature depends on a value dated after D (--point-in-time strict, the default; `seed` keeps
+Horovod's example's time-travelling trend and weather joins); train/validation hold train.csv rows dated <= D, the
+horizon (test split) every test.csv row dated > D, validation the last 48 days up to D (--validation-window), and
+every row's lead day and recent store levels are computed from sales up to its own forecast origin. Every input
+row ends in exactly one place (a split, an exclusion or rejected/ with its reason), checked before the atomic
+commit; the drop is verified first (features/drop_verification.py) and must be fresh (features/freshness.py).
+The contracts in full: docs/ARCHITECTURE.md, "Point in time" and "Bad input".
 """
 from __future__ import annotations
 
