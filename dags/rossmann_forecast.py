@@ -65,7 +65,7 @@ e.g. `{"prepare": {"spark.driver.memory": "6g"}}`; defaults in rossmann/spark_su
 """
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, task
 
@@ -207,12 +207,14 @@ def rossmann_forecast():
     @task
     def plan_run(params=None, dag_run=None, logical_date=None) -> dict[str, str]:
         """Run-scoped URIs from the as-of date (param, else logical date, else run date) and the run id."""
-        from rossmann.uris import configured_run_uris
+        from airflow.sdk.exceptions import AirflowFailException
 
-        if params["as_of"]:
-            as_of = date.fromisoformat(params["as_of"])
-        else:
-            as_of = (logical_date or dag_run.run_after).date()
+        from rossmann.uris import configured_run_uris, run_as_of
+
+        try:
+            as_of = run_as_of(params["as_of"], logical_date, dag_run.run_after)
+        except ValueError as error:
+            raise AirflowFailException(str(error)) from None   # the same params fail the same way: no retry
         return configured_run_uris(as_of, dag_run.run_id)
 
     @task

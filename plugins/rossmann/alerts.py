@@ -6,13 +6,17 @@ Opsgenie, PagerDuty Events, an internal alert router): `AIRFLOW_CONN_ROSSMANN_AL
 nothing is sent and the task log says so. Retries do not alert; only the last try's failure does. A forecast drift
 alert does not fail its task: the scores are still published.
 
-What leaves through the webhook is the reason and the log link, never data: a job's failure reason quotes example
-rows after "e.g." (rossmann_jobs.job_protocol.EXAMPLES_MARKER), and the alert's reason stops there (alert_reason);
-the rows stay in the task log, behind Airflow's access control. Each POST has a timeout, and a refused connection,
-a timeout, a 429 or a 5xx is retried a bounded number of times before the notifier gives up (and raises).
+What leaves through the webhook is the reason and the log link, never data (alert_reason): the reason stops before
+the example rows a job's failure quotes after "e.g." (rossmann_jobs.job_protocol.EXAMPLES_MARKER); any other quoted
+text (a file's header, the bytes around a corruption) is replaced by '…' unless it names a file or a column of
+the drop; and a failed spark-submit is reported by its exit status alone, without the command and the output tail
+the Spark provider appends. What was left out stays in the task log, behind Airflow's access control. Each POST
+has a timeout, and a refused connection, a timeout, a 429 or a 5xx is retried a bounded number of times before
+the notifier gives up (and raises).
 """
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -58,14 +62,34 @@ FORECAST_DRIFT_MESSAGE = {"alert": "rossmann forecast drift"}
 FORECAST_FALLBACK_MESSAGE = {"alert": "rossmann forecast fallback"}
 
 
+# The Spark provider's error when spark-submit fails: the masked command, the exit status, then its output's tail.
+_SPARK_SUBMIT_FAILED = re.compile(r"^Cannot execute: .*?\. Error code is: (\d+)\.", re.DOTALL)
+# A quoted literal as repr writes one, bytes too (an apostrophe inside a word opens none).
+_QUOTED = re.compile(r"(?<!\w)b?'((?:[^'\\]|\\.)*)'(?!\w)" + r'|(?<!\w)b?"((?:[^"\\]|\\.)*)"(?!\w)')
+REDACTED = "'…'"
+
+
+def drop_names() -> frozenset[str]:
+    """The names a reason may quote: the raw drop's files and columns (not data)."""
+    from rossmann_jobs.features.raw_schemas import RAW_FILES
+
+    return frozenset(RAW_FILES) | {name for raw in RAW_FILES.values() for name in raw.column_names}
+
+
 def alert_reason(text: Any) -> str:
-    """A failure reason fit for the webhook: the text before the first quoted example rows, at most
-    MAX_REASON_CHARS; what was cut is in the task log."""
+    """A failure reason fit for the webhook: no example rows, no quoted text but the drop's file and column names,
+    no spark-submit output, at most MAX_REASON_CHARS; what was left out is in the task log."""
+    failed_submit = _SPARK_SUBMIT_FAILED.match(str(text))
+    if failed_submit:
+        return (f"spark-submit exited with status {failed_submit[1]} [the command and its output: see the task "
+                "log]")
     reason = " ".join(str(text).split())
     head, marker, _ = reason.partition(EXAMPLES_MARKER)
-    cut = bool(marker) or len(head) > MAX_REASON_CHARS
-    head = head.rstrip(" ,;:(")[:MAX_REASON_CHARS]
-    return f"{head} [examples and details: see the task log]" if cut else head
+    names = drop_names()
+    redacted = _QUOTED.sub(lambda quoted: quoted[0] if (quoted[1] or quoted[2]) in names else REDACTED, head)
+    cut = bool(marker) or redacted != head or len(redacted) > MAX_REASON_CHARS
+    redacted = redacted.rstrip(" ,;:(")[:MAX_REASON_CHARS]
+    return f"{redacted} [examples and details: see the task log]" if cut else redacted
 
 
 def retryable(status: int) -> bool:

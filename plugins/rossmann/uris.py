@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import date
+from datetime import date, datetime
 
 from rossmann_jobs.features.drop_manifest import DROP_MARKER
 from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE, configured_bucket
@@ -38,6 +38,21 @@ def forecast_pointer_uri(bucket: str | None = None) -> str:
 def scores_summary_uri(bucket: str | None = None) -> str:
     """`forecast/scores/summary.json`: the score job's summary of every scored forecast."""
     return f"{bucket_root(bucket)}/forecast/scores/{SCORES_SUMMARY_FILE}"
+
+
+def run_as_of(as_of_param: str | None, logical_date: datetime | None, run_after: datetime) -> date:
+    """The run's data cut-off: the `as_of` param, else the logical date, else the date the run was due. A param
+    later than the run's own date is refused: a future as-of would outrank every real run in `forecast/latest.json`
+    (a newer as-of always replaces an older one) and make the lateness check see a fresh forecast for weeks."""
+    run_day = (logical_date or run_after).date()
+    if not as_of_param:
+        return run_day
+    as_of = date.fromisoformat(as_of_param)
+    if as_of > run_day:
+        raise ValueError(f"as_of {as_of.isoformat()} is after the run's own date {run_day.isoformat()} (its logical "
+                         "date, or when it was triggered): a run cannot forecast from data of a day that has not come;"
+                         " trigger it with that logical date instead, or leave as_of empty")
+    return as_of
 
 
 def configured_run_uris(as_of: date, run_id: str) -> dict[str, str]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The embedded stack's S3 server: moto's, with its buckets and objects kept on disk across stops and crashes.
 
-    python scripts/stack/s3_server.py -H 127.0.0.1 -p 5000 --data-dir DIR [--interval 1.0] [--fsync]
+    python scripts/stack/s3_server.py -H 127.0.0.1 -p 5000 --data-dir DIR --credentials FILE [--interval 1.0]
 
 moto keeps everything in memory, so stopping the demo lost the champion and the forecasts while Airflow's database
 still pointed at them. MinIO, the usual answer, is in neither PyPI nor Debian (and its image cannot be pulled
@@ -9,7 +9,8 @@ here); the other S3 servers tried were worse (bench/RESULTS.md, "Embedded S3 on 
 FakeKey storage and pickles its S3 backend state, so moto stays pinned (constraints/jobs.txt) and
 tests/dag/test_stack_processes.py checks a restart.
 
-Same HTTP app as `moto_server` (moto.moto_server.werkzeug_app on werkzeug's threaded server, /moto-api/ too).
+Same HTTP app as `moto_server` (moto.moto_server.werkzeug_app on werkzeug's threaded server) behind s3_guard.py:
+only requests signed with a key of --credentials, for a loopback Host, are answered; /moto-api/ and CORS are off.
 What changes:
   * object bytes: FakeKey's value setter writes each value once to DIR/blobs/<uuid> (immutable, never
     rewritten) instead of a SpooledTemporaryFile; reads come from that file, so memory stays small.
@@ -41,6 +42,8 @@ import sys
 import threading
 import time
 import uuid
+
+import s3_guard
 
 log = logging.getLogger("rossmann.s3_server")
 
@@ -288,6 +291,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, default=int(os.environ.get("MOTO_PORT", 5000)))
     parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--credentials", required=True,
+                        help="JSON file of access key id -> secret: the keys whose signed requests are answered")
     parser.add_argument("--interval", type=float, default=1.0,
                         help="seconds between a write and its snapshot; 0 = before the write is answered")
     parser.add_argument("--fsync", action="store_true", help="fsync blobs and snapshots (power-cut safety)")
@@ -296,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s")
     os.environ.setdefault("MOTO_PORT", str(args.port))
 
+    keys = s3_guard.load_credentials(args.credentials)
     store = Store(args.data_dir, args.fsync)
     store.patch_moto()
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
@@ -306,7 +312,8 @@ def main(argv: list[str] | None = None) -> None:
     store.save(gc=True, startup=True)
     log.info("restored %d bucket(s) from %s in %.2f s", buckets, args.data_dir, time.monotonic() - t0)
 
-    app = PersistingApp(DomainDispatcherApplication(create_backend_app), store, sync=args.interval <= 0)
+    app = s3_guard.GuardedApp(PersistingApp(DomainDispatcherApplication(create_backend_app), store,
+                                            sync=args.interval <= 0), keys, args.port, log)
     server = make_server(args.host, args.port, app, threaded=True)
     threading.Thread(target=store.snapshot_loop, args=(max(args.interval, 0), args.gc_interval),
                      daemon=True, name="snapshots").start()

@@ -1,9 +1,11 @@
 """The embedded S3: moto's server with its state on disk (s3_server.py), the bucket, and fetching objects."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+from s3_guard import HEALTH_PATH
 from stack_processes import running_pid, start_process, wait_http
 from stack_state import DEFAULT_BUCKET, JOBS_BIN, Stack, free_port, stack_secrets
 
@@ -22,13 +24,24 @@ def start_s3(stack: Stack, port: int | None = None, bucket: str = DEFAULT_BUCKET
     if endpoint is None:
         port = free_port(port or DEFAULT_S3_PORT)
         start_process(stack, "moto", [str(JOBS_BIN / "python"), str(Path(__file__).with_name("s3_server.py")),
-                                      "-H", "127.0.0.1", "-p", str(port), "--data-dir", str(stack.s3_dir)],
+                                      "-H", "127.0.0.1", "-p", str(port), "--data-dir", str(stack.s3_dir),
+                                      "--credentials", str(write_server_credentials(stack))],
                       {**os.environ})
         stack.write_state("moto.port", str(port))
         endpoint = f"http://127.0.0.1:{port}"
-        wait_http(f"{endpoint}/moto-api/", 60, "moto", stack)
+        wait_http(f"{endpoint}{HEALTH_PATH}", 60, "moto", stack)
     create_bucket(stack, endpoint, bucket)
     return endpoint
+
+
+def write_server_credentials(stack: Stack) -> Path:
+    """The keys the S3 server answers (a file, readable by its owner only: never in a process's environment)."""
+    keys = stack_secrets(stack)
+    path = stack.state_dir / "s3_server_keys.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump({keys["s3_access_key_id"]: keys["s3_secret_access_key"]}, handle)
+    return path
 
 
 def create_bucket(stack: Stack, endpoint: str, bucket: str) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import date
+from datetime import date, datetime, timezone
 
 import pytest
 
@@ -13,7 +13,20 @@ from rossmann.pools import SPARK_POOL_SLOTS_ENV, spark_pool_slots
 from rossmann.publication import replaces_latest
 from rossmann.sensors import poke_interval_for
 from rossmann.spark_submit import aws_environment, bad_input_reason, launch_failure_reason, no_retry_reason
-from rossmann.uris import champion_record_uri, pinned_model_uri, plan_run_uris, record_as_of, run_key
+from rossmann.uris import champion_record_uri, pinned_model_uri, plan_run_uris, record_as_of, run_as_of, run_key
+
+
+def test_as_of_is_the_runs_date_or_an_earlier_param_never_a_later_one():
+    day = datetime(2015, 7, 31, tzinfo=timezone.utc)
+    later = datetime(2015, 8, 20, 9, 30, tzinfo=timezone.utc)
+    assert run_as_of(None, day, later) == date(2015, 7, 31)           # the logical date decides, not the trigger time
+    assert run_as_of("", None, later) == date(2015, 8, 20)            # a manual run without a logical date
+    assert run_as_of("2015-07-15", day, later) == date(2015, 7, 15)   # a re-forecast of an earlier day
+    assert run_as_of("2015-07-31", day, later) == date(2015, 7, 31)
+    with pytest.raises(ValueError, match="as_of 2015-08-01 is after the run's own date 2015-07-31"):
+        run_as_of("2015-08-01", day, later)
+    with pytest.raises(ValueError, match="after the run's own date 2015-08-20"):
+        run_as_of("2016-01-01", None, later)
 
 
 def test_run_key_is_storage_safe_and_keeps_distinct_runs_distinct():

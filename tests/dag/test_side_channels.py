@@ -66,6 +66,39 @@ def test_the_reason_stops_before_the_example_rows_and_is_bounded():
     assert len(alerts.alert_reason("x" * 5000)) < alerts.MAX_REASON_CHARS + 50
 
 
+def job_refusals() -> dict[str, str]:
+    """Refusals as the jobs word them (their own code), each quoting file content before any "e.g."."""
+    from rossmann_jobs.features import drop_manifest, raw_schemas, validate
+
+    refusals = {}
+    try:
+        validate.parse_header(raw_schemas.STORE, b"Store;StoreType;SupplierMarginSecret\n1;a;0.37\n")
+    except validate.RawInputError as error:
+        refusals["header"] = str(error)
+    digest = drop_manifest.FileDigest()
+    digest.update(b"Store,Date,Sales\n1,2015-07-31,SalesSecret5263\x00\x00\x00\n")
+    refusals["corruption"] = ("prepare failed: train.csv: the file is corrupted, it holds "
+                              f"{digest.corruption.describe()}")
+    refusals["spark-submit"] = ("Cannot execute: spark-submit --master local[2] prepare.py --raw s3://b/raw. "
+                                "Error code is: 1.\nSpark-submit log tail:\n  ValueError: SalesSecret5263 in Store 12")
+    return refusals
+
+
+def test_no_file_content_reaches_the_alert_however_the_reason_quotes_it():
+    refusals = job_refusals()
+    assert set(refusals) == {"header", "corruption", "spark-submit"}
+    for kind, text in refusals.items():
+        assert "Secret" in text   # the task log keeps what the job quoted
+        reason = alerts.alert_reason(text)
+        assert "Secret" not in reason and "5263" not in reason and "0.37" not in reason, (kind, reason)
+        assert reason.endswith("see the task log]"), kind
+    assert "store.csv" in alerts.alert_reason(refusals["header"])
+    assert alerts.alert_reason(refusals["spark-submit"]).startswith("spark-submit exited with status 1")
+    # file and column names are not data: they stay
+    assert alerts.alert_reason("prepare failed: train.csv: column 'Open': the drop's values do not parse") == \
+        "prepare failed: train.csv: column 'Open': the drop's values do not parse"
+
+
 def test_the_failure_alert_posts_the_reason_and_log_link_without_rows(monkeypatch, quick_retries):
     hook = Webhook()
     hook.connect(monkeypatch)
