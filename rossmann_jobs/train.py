@@ -30,7 +30,7 @@ from rossmann_jobs.model.files import read_weights
 from rossmann_jobs.model.files import write_model as write_model_files
 from rossmann_jobs.model.params import LR_SCHEDULES, TrainParams
 from rossmann_jobs.model.store import ModelSource
-from rossmann_jobs.model.trust import DIGESTS_KEY, ModelRefusedError
+from rossmann_jobs.model.trust import DIGESTS_KEY, ModelRefusedError, sha256_hex
 from rossmann_jobs.output_layout import TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
 from rossmann_jobs.training import checkpoint, network, season_backtest, train_outputs
 from rossmann_jobs.training.feature_set import FeatureDataError, FeatureSet, load_feature_set, scan_files
@@ -187,7 +187,9 @@ def write_model(attempt: str, features: FeatureSet, summary: dict[str, Any], par
     a model source with the SHA-256 digests of what was written (what gets scored, and committed)."""
     artifact = train_outputs.artifact_description(features, summary, params)
     weights = storage.read_bytes(summary["best_model"])
-    read_weights(weights, summary["best_model"])   # plain arrays (a checkpoint of an earlier release is not)
+    if sha256_hex(weights) != summary["best_model_sha256"]:   # replaced since the last checkpoint's pointer
+        raise checkpoint.CheckpointError(f"{summary['best_model']} does not match its checkpoint pointer's SHA-256")
+    read_weights(weights, summary["best_model"])
     digests = write_model_files(attempt, artifact, weights)
     return ModelSource(uri=attempt, attempt=attempt, artifact=artifact, digests=digests)
 

@@ -140,8 +140,14 @@ def _train(hvd, tf, config: WorkerConfig, params: TrainParams, plan: ShardPlan,
             "validation_rows_total": plan.validation_rows_total, "best_epoch": sched.best_epoch,
             "best_val_exp_rmspe": sched.best_value, "stopped_early": sched.stopped,
             "resumed_after_epoch": state["epoch"] or None, "warm_started": state.get("warm_started", False),
-            "best_model": checkpoint.best_model_uri(config.checkpoint_root,
-                                                    checkpoint.read_pointer(config.checkpoint_root))}
+            **_best_model(config.checkpoint_root)}
+
+
+def _best_model(root: str) -> dict[str, str]:
+    """Where the best model's weights are and their SHA-256, from the last checkpoint's pointer."""
+    pointer = checkpoint.read_pointer(root)
+    return {"best_model": checkpoint.best_model_uri(root, pointer),
+            "best_model_sha256": pointer[checkpoint.DIGESTS][pointer["best_model"]]}
 
 
 def _plan_shards(hvd, tf, config: WorkerConfig, params: TrainParams) -> ShardPlan:
@@ -213,12 +219,17 @@ def _initial_state(config: WorkerConfig, params: TrainParams, model, optimizer, 
     if pointer is None:
         log.info("no checkpoint under %s to resume: starting at epoch 1", config.checkpoint_root)
         return _start(config, model, fresh)
-    saved = checkpoint.read_state(config.checkpoint_root, pointer)
-    mismatch = _resume_mismatch(saved, config, params)
+    try:
+        saved = checkpoint.read_state(config.checkpoint_root, pointer)
+        mismatch = _resume_mismatch(saved, config, params)
+        if not mismatch:
+            checkpoint.restore(config.checkpoint_root, pointer, model, optimizer)
+    except checkpoint.CheckpointError as error:
+        mismatch = str(error)
     if mismatch:
-        log.warning("checkpoint after epoch %d is not resumable (%s): starting at epoch 1", pointer["epoch"], mismatch)
+        log.warning("checkpoint after epoch %s is not resumable (%s): starting at epoch 1", pointer.get("epoch"),
+                    mismatch)
         return _start(config, model, fresh)
-    checkpoint.restore(config.checkpoint_root, pointer, model, optimizer)
     if saved["horovod_size"] != size:
         log.warning("checkpoint was written with %d ranks, now %d: the learning rate scales to the new size",
                     saved["horovod_size"], size)

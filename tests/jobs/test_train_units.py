@@ -366,6 +366,40 @@ def test_checkpoint_round_trip_restores_weights_optimizer_and_state(where, tmp_p
         np.testing.assert_array_equal(saved.numpy(), restored.numpy())
 
 
+def test_a_checkpoint_is_read_only_through_its_pointers_paths_and_digests(tmp_path):
+    """Whoever can write runs/ cannot make a resumed run read changed bytes or another object: the pointer names
+    only its own folders and the SHA-256 of each file (the old pointer named any path, and weights.h5 had none)."""
+    import json
+
+    root = checkpoint.checkpoint_root(str(tmp_path))
+    model, optimizer = _trained_model_and_optimizer(1)
+    pointer = checkpoint.save(root, 1, model, optimizer, {"epoch": 1}, is_best=True)
+    assert set(pointer[checkpoint.DIGESTS]) == {f"{pointer['state_dir']}/{name}" for name in (
+        checkpoint.WEIGHTS_FILE, checkpoint.OPTIMIZER_FILE, checkpoint.STATE_FILE)} | {pointer["best_model"]}
+    weights = model_files.read_weights(storage.read_bytes(
+        storage.join(root, f"{pointer['state_dir']}/{checkpoint.WEIGHTS_FILE}")), "state")   # plain arrays
+    assert set(weights) == {layer.name for layer in model.layers if layer.weights}
+    assert checkpoint.read_state(root, pointer) == {"epoch": 1}
+
+    planted = storage.join(root, f"{pointer['state_dir']}/{checkpoint.STATE_FILE}")
+    storage.write_bytes(planted, json.dumps({"epoch": 99}).encode())
+    with pytest.raises(checkpoint.CheckpointError, match="does not match the pointer's SHA-256"):
+        checkpoint.read_state(root, pointer)
+    with pytest.raises(checkpoint.CheckpointError, match="state_dir '../../models/champions' is not an epoch"):
+        checkpoint.read_state(root, {**pointer, "state_dir": "../../models/champions"})
+    with pytest.raises(checkpoint.CheckpointError, match="best_model 's3://other/weights.npz' is not a best-model"):
+        checkpoint.best_model_uri(root, {**pointer, "best_model": "s3://other/weights.npz"})
+    earlier_release = {key: value for key, value in pointer.items() if key != checkpoint.DIGESTS}
+    with pytest.raises(checkpoint.CheckpointError, match="no file digests"):
+        checkpoint.restore(root, earlier_release, model, optimizer)
+    # the next save after a pointer that is not ours starts a new best model instead of trusting its path
+    storage.write_json(storage.join(root, checkpoint.POINTER_NAME), earlier_release)
+    after = checkpoint.save(root, 2, model, optimizer, {"epoch": 2}, is_best=False)
+    assert after["best_model"] != pointer["best_model"] and after["best_model"].startswith("best-0002-")
+    assert checkpoint.read_best_model(root, after) == model_files.weights_bytes(model)
+    assert checkpoint.read_state(root, after) == {"epoch": 2}
+
+
 def test_restoring_into_another_architecture_fails_clearly():
     from rossmann_jobs.model.architecture import build_model
     from rossmann_jobs.training.optimizer import make_optimizer
