@@ -4,7 +4,7 @@ For one as-of date D (default 2015-07-31, whose horizon is the Kaggle test perio
 real jobs with spark-submit (local[2], like the DAG) and scores each submission.csv against the truth of the
 horizon (exp-RMSPE over Sales > 0):
   variants   strict: the realistic drop for D (weather and trend only up to D) and prepare --point-in-time strict
-             (the product's default); seed: the full snapshot and --point-in-time seed (the Horovod example's joins)
+             (the product's default); reference: the full snapshot and --point-in-time reference (Horovod's joins)
   configs    default: the product's training defaults (TrainParams, the DAG's params); reference: Horovod's
              keras_spark_rossmann settings (HOROVOD_REFERENCE below) for --reference-epochs; custom: the defaults
              with --epochs/--batch-size/--learning-rate/--hidden-units/--lr-schedule/--warmup-epochs
@@ -166,7 +166,7 @@ def main() -> None:
     parser.add_argument("--stores", type=int, default=30)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--as-of", type=dt.date.fromisoformat, default=dt.date(2015, 7, 31))
-    parser.add_argument("--variants", default="strict", help="strict,seed")
+    parser.add_argument("--variants", default="strict", help="strict,reference")
     parser.add_argument("--configs", default="default", help="default,reference,custom")
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--batch-size", type=int)
@@ -202,7 +202,7 @@ def main() -> None:
     floors = {"noise floor": oracle["noise_floor"], "point-in-time floor": oracle["point_in_time_floor"],
               "validation noise floor": dataset.truth["noise_floor"]["validation"]["exp_rmspe"]}
 
-    sources = {"strict": (drop, "strict"), "seed": (full, "seed")}
+    sources = {"strict": (drop, "strict"), "reference": (full, "reference")}
     prepared: dict[str, str] = {}
     prepare_s: dict[str, float] = {}
 

@@ -6,7 +6,7 @@ given, then in one Spark session (local[2] by default) measures, in this order:
      read + validate + features + 3 sharded Parquet splits + rejected + metadata;
   2. (not reported) the reference on a small generated drop, to warm its own code paths;
   3. run_prepare again, warm;
-  4. the reference, warm: testkit/seed_reference.data_preparation (RDD loops, Python UDFs), with its train and
+  4. the reference, warm: testkit/horovod_reference.data_preparation (RDD loops, Python UDFs), with its train and
      test frames written to Parquet so that both sides do the same work (the reference is lazy otherwise).
 The speed-up compares the two warm runs (same JVM state); the cold run's ratio is reported too.
 Wall time, and CPU seconds of the whole process tree (driver, JVM, Python workers), which the other jobs on a
@@ -147,7 +147,7 @@ def main() -> int:
                 "spark_jobs": spark_jobs, "steps_s": metadata["timings_s"]}
 
     def reference(source: str, out: str) -> dict:
-        from testkit.seed_reference import data_preparation
+        from testkit.horovod_reference import data_preparation
 
         _max_sales, _vocab, train_df, test_df = data_preparation(spark, source)
         train_df.write.parquet(os.path.join(out, "train"))

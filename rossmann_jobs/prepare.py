@@ -1,10 +1,10 @@
 """Spark job: raw Rossmann CSV drop -> model-ready train/validation/test Parquet, quarantine and metadata.json.
 
     spark-submit rossmann_jobs/prepare.py --raw URI --out URI --as-of YYYY-MM-DD [--sample-rate F] [--seed N]
-        [--num-shards 16] [--max-reject-fraction 0.001] [--point-in-time {strict,seed}]
+        [--num-shards 16] [--max-reject-fraction 0.001] [--point-in-time {strict,reference}]
         [--validation-window {recent,year-earlier}] [--max-staleness-days 0] [--no-allow-unverified-drop]
 
-For --as-of D, no feature depends on a value dated after D (--point-in-time strict, the default; `seed` keeps
+For --as-of D, no feature depends on a value dated after D (--point-in-time strict, the default; `reference` keeps
 Horovod's example's time-travelling trend and weather joins); train/validation hold train.csv rows dated <= D, the
 horizon (test split) every test.csv row dated > D, validation the last 48 days up to D (--validation-window), and
 every row's lead day and recent store levels are computed from sales up to its own forecast origin. Every input
@@ -79,7 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-reject-fraction", type=float, default=DEFAULT_MAX_REJECT_FRACTION,
                         help="per file, the largest share of rows that may be quarantined instead of failing")
     parser.add_argument("--point-in-time", choices=point_in_time.MODES, default=point_in_time.DEFAULT_MODE,
-                        help="strict: no feature uses a value dated after --as-of; seed: the seed's joins")
+                        help="strict: no feature uses a value dated after --as-of; reference: the reference's joins")
     parser.add_argument("--validation-window", choices=split.VALIDATION_RULES, default=split.DEFAULT_VALIDATION_RULE,
                         help="recent: the last horizon-length days up to --as-of (out of time, like the forecast); "
                              "year-earlier: the horizon shifted back a year (Horovod's example)")

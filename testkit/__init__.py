@@ -1,1 +1,2 @@
-"""Helpers the tests and the benchmarks share: a job run through spark-submit, Spark event logs, the seed reference."""
+"""Helpers the tests and the benchmarks share: a job run through spark-submit, Spark event logs, the reference's
+preparation."""

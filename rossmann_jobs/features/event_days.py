@@ -28,10 +28,10 @@ def add_event_days(df: DataFrame, eligible: Column, events: Mapping[str, Column]
     (0 .. NEAR_EVENT_DAYS).
 
     After = days since the latest event on or before the row's date, or since the store's first eligible date if
-    there is none (the seed's counts). DaysSince / DaysTo = the days since the latest event on or before the row's
+    there is none (the reference's counts). DaysSince / DaysTo = the days since the latest event on or before the row's
     date / until the next one on or after it, capped at NEAR_EVENT_DAYS, and the cap where no eligible row holds such
-    an event: the end of the horizon's plan is not an event. (The seed's Before<event> counts, which count down to
-    the plan's end, are not computed: spec.UNFED_SEED_COLS.) An event on the same date counts for every row of that
+    an event: the end of the horizon's plan is not an event. (The reference's Before<event> counts, which count down to
+    the plan's end, are not computed: spec.UNFED_BEFORE_COLS.) An event on the same date counts for every row of that
     date, so ties are deterministic.
     Rows that are not eligible neither contribute nor get meaningful values. same_pass: more window columns over
     (Store; Date) for the same Window operator (one sort serves them all).

@@ -128,13 +128,13 @@ def sales_features(rows: DataFrame, lookups: Lookups, as_of: date, plan: DataFra
 
 def lookup_tables(lookups: Lookups, as_of: date, plan: DataFrame,
                   mode: str) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """The state trend, Germany trend and weather join tables: the seed's, or (strict) those known at as_of.
+    """The state trend, Germany trend and weather join tables: the reference's, or (strict) those known at as_of.
 
     Strict: the rows flagged AFTER_AS_OF are left out, and the days from shortly before as_of to the plan's last
     day get the carried-forward trend (moved by its season) and the climatology weather (point_in_time). Same
     schemas in both modes.
     """
-    if mode == point_in_time.SEED:
+    if mode == point_in_time.REFERENCE:
         return (joins.state_trend(lookups.trend), joins.germany_trend(lookups.trend),
                 joins.weather_by_state(lookups.weather))
     days = point_in_time.covered_days(plan, as_of)

@@ -1,7 +1,7 @@
 """Point-in-time modes of prepare: which trend and weather values a row may use when forecasting as of D.
 
-- seed (--point-in-time seed): Horovod's example's joins, unchanged (a row meets the trend week found by its
-  calendar key and its own day's weather, after D too); kept for the seed-equivalence test and comparisons.
+- reference (--point-in-time reference): Horovod's example's joins, unchanged (a row meets the trend week found by its
+  calendar key and its own day's weather, after D too); kept for the reference-equivalence test and comparisons.
 - strict (the default): no feature depends on a value dated after D. A Google-trend week is usable once its
   Saturday end is <= D (weeks keyed by ISO year and week); a row whose week ends after D gets the last usable week
   of its series moved by the season (seasonal_drift: the mean log change between the same two weeks in earlier
@@ -27,8 +27,8 @@ from rossmann_jobs.features.raw_schemas import WEATHER_FEATURE_COLS
 from rossmann_jobs.features.split import AFTER_AS_OF as AFTER_AS_OF_OUTCOME
 from rossmann_jobs.features.validate import acceptable
 
-STRICT, SEED = "strict", "seed"
-MODES = (STRICT, SEED)
+STRICT, REFERENCE = "strict", "reference"
+MODES = (STRICT, REFERENCE)
 DEFAULT_MODE = STRICT
 
 AFTER_AS_OF = "_after_as_of"      # column of the trend and weather tables: the row is dated after D (strict)
@@ -53,11 +53,11 @@ SALES_RULE = ("train/validation: train.csv rows dated <= as_of; test: test.csv r
               "the train split holds no day of, are encoded as that year and as week 52, whose embeddings training "
               "learnt")
 RULES = {
-    SEED: {
+    REFERENCE: {
         "sales_rows": SALES_RULE,
-        "trend": "the seed's join: a row dated d meets the week keyed by d's (Year, ISO Week), which starts on the "
-                 "Sunday ending d's ISO week and may end after as_of; rows after as_of meet their own weeks",
-        "weather": "the seed's join: every row meets the weather.csv row of its state and day, also after as_of",
+        "trend": "the reference's join: a row dated d meets the week keyed by d's (Year, ISO Week), which starts on "
+                 "the Sunday ending d's ISO week and may end after as_of; rows after as_of meet their own weeks",
+        "weather": "the reference's join: every row meets the weather.csv row of its state and day, also after as_of",
         "lookup_rows_after_as_of": "used (accounted as accepted)",
     },
     STRICT: {
@@ -86,13 +86,13 @@ def describe(mode: str) -> dict:
 
 
 def iso_trend_keys(mode: str) -> bool:
-    """Whether the trend join keys by ISO week-numbering year (strict), or by calendar year as the seed does
-    (joins.classify_trend: the seed's key gives two weeks one key in a year whose 1 January is a Sunday)."""
+    """Whether the trend join keys by ISO week-numbering year (strict), or by calendar year as the reference does
+    (joins.classify_trend: the reference's key gives two weeks one key in a year whose 1 January is a Sunday)."""
     return mode == STRICT
 
 
 def lookup_cutoff(mode: str, as_of: date) -> date | None:
-    """The last day a lookup row may be dated and still be used: as_of in strict mode, None (no limit) in seed."""
+    """The last day a lookup row may be dated and still be used: as_of in strict mode, None (no limit) in reference."""
     if mode not in MODES:
         raise ValueError(f"point-in-time mode {mode!r}: expected one of {', '.join(MODES)}")
     return as_of if mode == STRICT else None
@@ -115,7 +115,7 @@ def week_end(week_start: Column) -> Column:
     return F.date_add(week_start, 6)
 
 
-def seed_week_end(day: Column) -> Column:
+def reference_week_end(day: Column) -> Column:
     """The Saturday end of the trend week a day meets in strict mode (keyed by ISO year and week,
     joins.classify_trend): the week starting on the Sunday that ends the day's ISO week."""
     sunday = F.next_day(F.date_sub(day, 1), "Sun")
@@ -143,9 +143,9 @@ def trend_known_at(weeks: DataFrame, keys: Sequence[str], value: str, marker: st
     columns = [*keys, "Year", "Week", value, marker]
     last = (weeks.groupBy(*keys).agg(F.max_by(value, WEEK_START).alias(value), F.max(WEEK_START).alias(DRIFT_FROM))
             .filter(F.col(value).isNotNull()))   # no usable week at all: nothing to carry forward
-    pending = (days.filter(seed_week_end(F.col("Date")) > F.lit(as_of))
+    pending = (days.filter(reference_week_end(F.col("Date")) > F.lit(as_of))
                .select(trend_key_year(F.col("Date"), iso_keys=True).alias("Year"), F.weekofyear("Date").alias("Week"),
-                       F.date_sub(seed_week_end(F.col("Date")), 6).alias(DRIFT_TO))
+                       F.date_sub(reference_week_end(F.col("Date")), 6).alias(DRIFT_TO))
                .distinct())
     carried = (last.crossJoin(pending).join(weeks.select(*keys, "Year", "Week"), [*keys, "Year", "Week"], "left_anti")
                .join(F.broadcast(drift), [DRIFT_FROM, DRIFT_TO], "left")

@@ -8,36 +8,35 @@ Column names and order follow Horovod's keras_spark_rossmann examples. In the pr
 - the raw keys KEY_COLS are kept beside the features for reporting (Store id, Date; Id and Open on test rows).
 """
 
-SEED_CATEGORICAL_COLS = [
+REFERENCE_CATEGORICAL_COLS = [
     "Store", "State", "DayOfWeek", "Year", "Month", "Day", "Week", "CompetitionMonthsOpen", "Promo2Weeks",
     "StoreType", "Assortment", "PromoInterval", "CompetitionOpenSinceYear", "Promo2SinceYear", "Events",
     "Promo", "StateHoliday", "SchoolHoliday",
 ]
 
 # Days to the next and since the last promo, state holiday and school holiday, capped at a week (event_days.py), as
-# categories: the seed's Before/After counts are continuous and unbounded (-195 .. 0), so their batch-normalized
+# categories: the reference's Before/After counts are continuous and unbounded (-195 .. 0), so their batch-normalized
 # values barely tell the day before a holiday from the week before, and the rush there went unlearnt (RESULTS.md).
 NEAR_EVENT_COLS = ["DaysToPromo", "DaysSincePromo", "DaysToStateHoliday", "DaysSinceStateHoliday",
                    "DaysToSchoolHoliday", "DaysSinceSchoolHoliday"]
-CATEGORICAL_COLS = SEED_CATEGORICAL_COLS + NEAR_EVENT_COLS
+CATEGORICAL_COLS = REFERENCE_CATEGORICAL_COLS + NEAR_EVENT_COLS
 
-SEED_CONTINUOUS_COLS = [
+REFERENCE_CONTINUOUS_COLS = [
     "CompetitionDistance", "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Max_Humidity",
     "Mean_Humidity", "Min_Humidity", "Max_Wind_SpeedKm_h", "Mean_Wind_SpeedKm_h", "CloudCover", "trend",
     "trend_de", "BeforePromo", "AfterPromo", "AfterStateHoliday", "BeforeStateHoliday", "BeforeSchoolHoliday",
     "AfterSchoolHoliday",
 ]
-# The seed's Before<Event> counts are not fed to the model. Where the plan (test.csv: D+1 .. D+48) holds no event of a
-# kind after a horizon row, its count runs down to the plan's last day as if an event fell there: near 0 with the
-# near-event days at their cap, a pair no training row has, and the horizon's last weeks came out 3-4 % high on
-# average (docs/decisions.md, "the seed's Before counts are not fed"). The run-up to an event is in DaysTo<Event>
-# (capped at a week, the cap where none is known, so the plan's end reads as "none known"); the After counts look
-# back, and are known.
-UNFED_SEED_COLS = ["BeforePromo", "BeforeStateHoliday", "BeforeSchoolHoliday"]
+# The reference's Before<Event> counts are not fed to the model. Where the plan (test.csv: D+1 .. D+48) holds no
+# event of a kind after a horizon row, its count runs down to the plan's last day as if an event fell there: near 0
+# with the near-event days at their cap, a pair no training row has, and the horizon's last weeks came out 3-4 %
+# high on average. The run-up to an event is in DaysTo<Event> (capped at a week, the cap where none is known, so
+# the plan's end reads as "none known"); the After counts look back, and are known.
+UNFED_BEFORE_COLS = ["BeforePromo", "BeforeStateHoliday", "BeforeSchoolHoliday"]
 # Each row's lead day and its store's recent sales level as known at the row's forecast origin (recent_level.py):
-# not in the seed, which has no notion of an origin.
+# not in the reference, which has no notion of an origin.
 ORIGIN_COLS = ["LeadDays", "StoreLevel14d", "StoreLevel48d", "StoreLevel144d", "StoreLevel384d", "DayPromoLevel384d"]
-CONTINUOUS_COLS = [col for col in SEED_CONTINUOUS_COLS if col not in UNFED_SEED_COLS] + ORIGIN_COLS
+CONTINUOUS_COLS = [col for col in REFERENCE_CONTINUOUS_COLS if col not in UNFED_BEFORE_COLS] + ORIGIN_COLS
 
 FEATURE_COLS = CATEGORICAL_COLS + CONTINUOUS_COLS
 LABEL_COL = "Sales"            # log(Sales) in prepared train/validation data

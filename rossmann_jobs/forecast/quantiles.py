@@ -25,8 +25,8 @@ from rossmann_jobs.features.point_in_time import (
     moved_by_season,
     newest_weeks,
     pooled_trend_series,
+    reference_week_end,
     season_drift_table,
-    seed_week_end,
 )
 
 QUANTILE_LEVELS = (0.1, 0.5, 0.9)   # P10, P50, P90: the default; run_predict(quantile_levels=...) takes others
@@ -96,11 +96,11 @@ def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataF
     its origin (Date - lead days): per State, the last trend week that ended on or before the origin, moved by the
     season to the row's own week (point_in_time.season_drift_table, as prepare carries a week forward from D).
     history: State, Date and TREND_COLS of prepared rows dated <= D; a row of week W carries week W's values from
-    seed_week_end onward, so the week ending on Saturday S is read from the rows whose seed_week_end is S. The
+    reference_week_end onward, so the week ending on Saturday S is read from the rows whose reference_week_end is S. The
     season is learnt from the history's weeks a year or more before each row (the states' and Germany's pooled,
     as prepare pools the files), all ended long before the origin. A row whose origin's week no history row
     carries keeps its own values."""
-    weeks = (history.groupBy("State", F.date_sub(seed_week_end(F.col("Date")), 6).alias(WEEK_START))
+    weeks = (history.groupBy("State", F.date_sub(reference_week_end(F.col("Date")), 6).alias(WEEK_START))
              .agg(*[F.max(name).alias(name) for name in TREND_COLS])
              .localCheckpoint())   # small; read twice below (collected for the season, joined for the origins)
     # Validation rows are dated D - 47 .. D with leads up to 48 days: their origins' weeks are the last 15.
@@ -110,7 +110,7 @@ def trend_at_origin(rows: DataFrame, history: DataFrame, lead_col: str) -> DataF
                           *[F.col(name).alias(f"_origin_{name}") for name in TREND_COLS])
     dated = rows.withColumns({DRIFT_FROM: F.date_sub(last_saturday(F.date_sub(F.col("Date"),
                                                                                F.col(lead_col).cast("int"))), 6),
-                              DRIFT_TO: F.date_sub(seed_week_end(F.col("Date")), 6)})
+                              DRIFT_TO: F.date_sub(reference_week_end(F.col("Date")), 6)})
     joined = (dated.join(F.broadcast(origin), ["State", DRIFT_FROM], "left")
               .join(F.broadcast(drift), [DRIFT_FROM, DRIFT_TO], "left"))
     return (joined.withColumns({name: F.coalesce(moved_by_season(F.col(f"_origin_{name}"), F.col(DRIFT),

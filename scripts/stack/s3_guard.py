@@ -207,7 +207,7 @@ class GuardedApp:
         """A body whose SHA-256 is declared (and signed) must have it: a captured signature carries no other body."""
         declared = _header(environ, "x-amz-content-sha256") or ""
         if not _HEX_SHA256.fullmatch(declared):
-            return   # UNSIGNED-PAYLOAD or a streaming (aws-chunked) upload: the seed signature covers the headers
+            return   # UNSIGNED-PAYLOAD or a streaming (aws-chunked) upload: the first signature covers the headers
         length = environ.get("CONTENT_LENGTH")
         body = environ["wsgi.input"].read(int(length)) if length and length.isdigit() else b""
         environ["wsgi.input"] = io.BytesIO(body)

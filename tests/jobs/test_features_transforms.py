@@ -85,7 +85,7 @@ def test_elapsed_uses_the_raw_event_columns_by_default(spark):
     assert [(r.AfterPromo, r.DaysToStateHoliday, r.AfterSchoolHoliday) for r in out] == [(0, 1, 0), (0, 0, 1),
                                                                                          (1, CAP, 2)]
     assert not {"BeforePromo", "BeforeStateHoliday", "BeforeSchoolHoliday"} & set(out[0].asDict()), (
-        "the seed's Before counts are not computed (spec.UNFED_SEED_COLS)")
+        "the reference's Before counts are not computed (spec.UNFED_BEFORE_COLS)")
 
 
 def test_near_event_days_are_capped_and_the_data_end_is_not_an_event(spark):
@@ -105,7 +105,7 @@ def test_near_event_days_are_capped_and_the_data_end_is_not_an_event(spark):
                    for i in range(len(days)) if i != hidden]
     assert since == expected_since and to == expected_to
     assert since[0] == cap and to[0] == 1 and to[1] == 0            # no earlier event: the cap
-    # After the last event the data's last day is not read as one (the seed's Before counts did).
+    # After the last event the data's last day is not read as one (the reference's Before counts did).
     assert out[days[-1]].DaysToPromo == cap
     assert {type(v) for v in since + to} == {int}
 

@@ -1,4 +1,4 @@
-"""Strict point in time: no prepared feature depends on a value dated after as-of; the seed mode does time-travel."""
+"""Strict point in time: no prepared feature depends on a value dated after as-of; the reference mode time-travels."""
 from __future__ import annotations
 
 import math
@@ -14,7 +14,7 @@ from rossmann_jobs.features.date_features import expand_date
 from rossmann_jobs.features.event_days import NEAR_EVENT_DAYS
 from rossmann_jobs.features.pipeline import Lookups, lookup_tables, trend_tables_known_at
 from rossmann_jobs.features.raw_schemas import DATE, DOUBLE, GOOGLE_TREND, WEATHER
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, ORIGIN_COLS, UNFED_SEED_COLS
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, ORIGIN_COLS, UNFED_BEFORE_COLS
 from rossmann_jobs.features.validate import PROBLEM
 
 D = date.fromisoformat
@@ -43,7 +43,7 @@ def trend_rows(spark, rows):
 
 
 def trend_of_days(spark, table, keys, value, state_days):
-    """{(State, Date): value} for sales days looked up by the seed's key (Year, ISO Week of the day)."""
+    """{(State, Date): value} for sales days looked up by the reference's key (Year, ISO Week of the day)."""
     days = expand_date(spark.createDataFrame(state_days, "State string, Date date"))
     return {(r.State, r.Date): r[value] for r in days.join(table, [*keys, "Year", "Week"], "left").collect()}
 
@@ -65,7 +65,7 @@ def test_a_week_not_complete_at_as_of_falls_back_to_the_last_complete_week(spark
     rows = [(f"Rossmann_DE{suffix}", sunday, base + i) for suffix, base in (("_BY", 10), ("", 50))
             for i, sunday in enumerate(SUNDAYS)]
     state, germany = strict_trend_tables(spark, rows)
-    # The seed's week of a day starts on the Sunday that ends the day's ISO week (Monday .. Sunday).
+    # The reference's week of a day starts on the Sunday that ends the day's ISO week (Monday .. Sunday).
     days = [D("2015-06-24"),   # Wednesday: seed week 06-28 .. 07-04, complete at as-of: its own value (10)
             D("2015-07-05"),   # Sunday: seed week 07-05 .. 07-11, complete: its own value (11)
             D("2015-07-08"),   # Wednesday: seed week 07-12 .. 07-18 ends after as-of -> last complete week (11)
@@ -75,7 +75,7 @@ def test_a_week_not_complete_at_as_of_falls_back_to_the_last_complete_week(spark
     assert [got[("BY", day)] for day in days] == [10, 11, 11, 11, 11]
     got_de = trend_of_days(spark, germany, [], "trend_de", [("BY", day) for day in days])
     assert [got_de[("BY", day)] for day in days] == [50, 51, 51, 51, 51]
-    # The seed meets the weeks that end after as-of (12, 13) for the last days.
+    # The reference meets the weeks that end after as-of (12, 13) for the last days.
     seed = trend_of_days(spark, joins.state_trend(trend_rows(spark, rows)), ["State"], "trend",
                          [("BY", day) for day in days])
     assert [seed[("BY", day)] for day in days] == [10, 11, 12, 13, None]
@@ -111,7 +111,7 @@ def test_seed_mode_flags_nothing_and_keeps_the_seed_tables(spark):
     assert [r[point_in_time.AFTER_AS_OF] for r in classified.collect()] == [False]
     lookups = Lookups(None, None, classified, classified_weather(spark, []))
     state, _germany, _weather = lookup_tables(lookups, TREND_AS_OF, plan_frame(spark, D("2015-08-01")),
-                                              point_in_time.SEED)
+                                              point_in_time.REFERENCE)
     assert [(r.Year, r.Week, r.trend) for r in state.collect()] == [(2015, 29, 13)]
 
 
@@ -245,10 +245,10 @@ def test_without_history_a_column_persists_the_last_observed_value(spark):
 def test_weather_rows_after_as_of_are_flagged(spark):
     rows = [("Bayern", D("2015-07-15"), {}), ("Bayern", D("2015-07-16"), {})]
     strict = classified_weather(spark, rows, cutoff=WEATHER_AS_OF)
-    seed = classified_weather(spark, rows)
+    reference = classified_weather(spark, rows)
     assert {r.Date: r[point_in_time.AFTER_AS_OF] for r in strict.collect()} == {D("2015-07-15"): False,
                                                                               D("2015-07-16"): True}
-    assert {r[point_in_time.AFTER_AS_OF] for r in seed.collect()} == {False}
+    assert {r[point_in_time.AFTER_AS_OF] for r in reference.collect()} == {False}
 
 
 # --- the prepare job on generated data: perturbation and a realistic drop -----------------------------------------
@@ -271,7 +271,7 @@ def strict_full(pit_drops):
 
 @pytest.fixture(scope="module")
 def seed_full(pit_drops):
-    return prepared(pit_drops, "full", point_in_time.SEED)
+    return prepared(pit_drops, "full", point_in_time.REFERENCE)
 
 
 def assert_same_splits(ours, theirs):
@@ -289,9 +289,9 @@ def test_strict_features_ignore_every_value_dated_after_as_of_and_seed_features_
     assert metadata["max_sales"] == changed_metadata["max_sales"]
     assert len(splits["test"]) == len(snapshot["test.csv"])
 
-    # The same perturbation moves the seed's features: its joins read values dated after as-of.
+    # The same perturbation moves the reference's features: its joins read values dated after as-of.
     _seed_metadata, seed = seed_full
-    _changed_seed_metadata, changed_seed = prepared(pit_drops, "perturbed", point_in_time.SEED)
+    _changed_seed_metadata, changed_seed = prepared(pit_drops, "perturbed", point_in_time.REFERENCE)
     for col in ("trend", "trend_de", "Max_TemperatureC", "Mean_Humidity"):
         assert (seed["test"][col] != changed_seed["test"][col]).any(), col
     # The last days (validation rows: the out-of-time window ends at as-of): their seed weeks end after as-of.
@@ -318,7 +318,7 @@ def test_strict_gives_history_and_horizon_the_same_kind_of_weather_and_keeps_com
         assert (ours["Max_TemperatureC"] != theirs["Max_TemperatureC"]).mean() > 0.5, name
         if name == "test":
             continue
-        # Days whose seed trend week ended by as-of: every other feature as the seed computes it, but on the
+        # Days whose reference trend week ended by as-of: every other feature as the reference computes it, but on the
         # late-December days of ISO week 1, where strict mode meets the week ending the day's ISO week and the
         # seed's calendar-year key a year-old one (joins.classify_trend).
         dates = pd.to_datetime(ours["Date"])
@@ -326,7 +326,7 @@ def test_strict_gives_history_and_horizon_the_same_kind_of_weather_and_keeps_com
         assert complete.any(), name
         others = [col for col in ours.columns if col not in weather]
         pd.testing.assert_frame_equal(ours.loc[complete, others], theirs.loc[complete, others], obj=name)
-    # The last days' trend is the last complete week's in strict mode, a later week's in seed mode.
+    # The last days' trend is the last complete week's in strict mode, a later week's in reference mode.
     assert (strict["validation"]["trend"] != seed["validation"]["trend"]).any()
 
 
@@ -364,11 +364,11 @@ def decoded_features(metadata, frame):
 def test_where_the_plan_ends_moves_no_model_input_but_the_days_to_an_event_in_the_cut_days(pit_drops, strict_full):
     """The end of the plan is not an event. With the plan two weeks shorter, every row keeps every model input, but
     DaysTo<Event> on the horizon's last week where the event was in the days cut: the cap now, none known. (The
-    seed's Before counts, spec.UNFED_SEED_COLS, count down to the plan's last day: not model inputs.) The validation
+    seed's Before counts, spec.UNFED_BEFORE_COLS, count down to the plan's last day: not model inputs.) The validation
     window is as long as the horizon, so rows move between train and validation: compared as one history."""
     metadata, splits = strict_full
     short_metadata, short = prepared(pit_drops, "short-plan", point_in_time.STRICT)
-    assert not set(UNFED_SEED_COLS) & set(short["test"].columns)
+    assert not set(UNFED_BEFORE_COLS) & set(short["test"].columns)
     plan_end = short["test"]["Date"].max()
     days_to = [col for col in FEATURE_COLS if col.startswith("DaysTo")]
 
@@ -395,4 +395,4 @@ def test_the_cli_defaults_to_strict_and_accepts_seed():
 
     base = ["--raw", "r", "--out", "o", "--as-of", "2015-07-31"]
     assert parse_args(base).point_in_time == point_in_time.STRICT
-    assert parse_args([*base, "--point-in-time", "seed"]).point_in_time == point_in_time.SEED
+    assert parse_args([*base, "--point-in-time", "reference"]).point_in_time == point_in_time.REFERENCE

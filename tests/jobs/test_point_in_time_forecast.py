@@ -4,7 +4,7 @@ score.
 
 tests/jobs/test_point_in_time.py shows it for the prepared features (and, in
 test_strict_features_ignore_every_value_dated_after_as_of_and_seed_features_do_not, that the same perturbation does
-move the features in `--point-in-time seed` mode, i.e. that it reaches what a time-travelling join reads). The two
+move the features in `--point-in-time reference` mode, i.e. that it reaches what a time-travelling join reads). The two
 drops and their features are that module's (conftest.pit_drops: prepared once, in the session's Spark, by the
 function prepare's main() runs); here the train and predict jobs run on local files, so nothing the predict job reads
 on its own (the raw drop's test.csv, the baseline's history) can bring a value dated after D back in either.

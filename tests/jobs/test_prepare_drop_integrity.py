@@ -290,7 +290,7 @@ def test_trend_weeks_keyed_right_when_1_january_is_a_sunday(spark, tmp_path, dro
 
     Every horizon day's trend week ends after as-of, so every horizon row gets its state's last complete week moved
     by the season to the row's own week, the one starting on the Sunday that ends its ISO week (one value per store
-    and week); the seed's calendar-year key gave 25 .. 31 December the week of 1 January instead, a year-old week.
+    and week); the reference's calendar-year key gave 25 .. 31 December the week of 1 January instead, a year-old week.
     Checked exactly on Germany's series. The same run quarantines train.csv rows with sales on a closed day, and
     encodes the next year's days as the last trained year.
     """

@@ -16,7 +16,7 @@ import pytest
 from fixtures.tiny_drop import TEST_END, TEST_START, tiny_drop, write_drop
 from rossmann_jobs import storage
 from rossmann_jobs.features.raw_schemas import RAW_FILES
-from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, UNFED_SEED_COLS
+from rossmann_jobs.features.spec import CATEGORICAL_COLS, CONTINUOUS_COLS, FEATURE_COLS, UNFED_BEFORE_COLS
 from rossmann_jobs.features.validate import RawInputError
 from rossmann_jobs.output_layout import METADATA_FILE
 
@@ -164,7 +164,7 @@ def test_vocabularies_are_the_sorted_values_of_train_and_horizon(prepared):
 
 def expected_after_counts(drop, as_of: date) -> dict[tuple[int, date], dict[str, int]]:
     """A direct per-store loop over the raw rows (train <= as_of and test > as_of): the After<Event> day counts as the
-    example defines them (its Before counts are not written: spec.UNFED_SEED_COLS)."""
+    example defines them (its Before counts are not written: spec.UNFED_BEFORE_COLS)."""
     rows = [(int(r["Store"]), date.fromisoformat(r["Date"]), r) for r in drop["train.csv"]
             if date.fromisoformat(r["Date"]) <= as_of]
     rows += [(int(r["Store"]), date.fromisoformat(r["Date"]), r) for r in drop["test.csv"]
@@ -183,13 +183,13 @@ def expected_after_counts(drop, as_of: date) -> dict[tuple[int, date], dict[str,
 
 
 def test_elapsed_days_match_a_direct_loop_over_the_raw_rows(prepared, drop):
-    """The written After counts; the Before counts (spec.UNFED_SEED_COLS: they count down to the plan's end) are
+    """The written After counts; the Before counts (spec.UNFED_BEFORE_COLS: they count down to the plan's end) are
     not written."""
     _out, attempt, _metadata = prepared
     expected = expected_after_counts(drop, AS_OF)
     frames = [read_split(attempt, name) for name in ("train", "validation", "test")]
     for frame in frames:
-        assert not set(UNFED_SEED_COLS) & set(frame.columns)
+        assert not set(UNFED_BEFORE_COLS) & set(frame.columns)
         for row in frame.to_dict("records"):
             want = expected[(int(row["StoreId"]), row["Date"])]
             assert len(want) == 3 and {k: int(row[k]) for k in want} == want, row

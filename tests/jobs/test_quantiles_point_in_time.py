@@ -22,7 +22,7 @@ HISTORY_DAYS = 160
 
 def trend_history(spark, perturb_after: date | None):
     """State, Date, trend, trend_de of the prepared rows up to AS_OF: a row carries the value of the trend week it
-    meets (ending seed_week_end(Date)), a smooth function of that week. With perturb_after, every row whose week
+    meets (ending reference_week_end(Date)), a smooth function of that week. With perturb_after, every row whose week
     ended after that day gets other values, and rows dated after AS_OF are added: what the day may not know."""
     rows = []
     for state in STATES:
@@ -39,7 +39,7 @@ def trend_history(spark, perturb_after: date | None):
 
 
 def seed_week_end_of(day: date) -> date:
-    """point_in_time.seed_week_end in Python: the Saturday ending the week that starts on the Sunday ending the
+    """point_in_time.reference_week_end in Python: the Saturday ending the week that starts on the Sunday ending the
     day's ISO week."""
     return day + timedelta(days=6 - day.weekday() + 6)
 

@@ -1,7 +1,7 @@
 """The reference data preparation, copied nearly verbatim from Horovod's Rossmann example (via Flyte's port).
 
-Kept as the reference for the equivalence test and the benchmark: RDD mapPartitions loops and Python UDFs are
-its own. Changes from the seed: the SparkSession and data folder are arguments, sampling is off, nothing is printed.
+Kept for the equivalence test and the benchmark: RDD mapPartitions loops and Python UDFs are its own. Changes
+from the original: the SparkSession and data folder are arguments, sampling is off, nothing is printed.
 """
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import pyspark.sql.functions as F
 import pyspark.sql.types as T
 from pyspark import Row
 
-from rossmann_jobs.features.spec import SEED_CATEGORICAL_COLS as CATEGORICAL_COLS  # nor near-event days
-from rossmann_jobs.features.spec import SEED_CONTINUOUS_COLS as CONTINUOUS_COLS  # the seed has no origin features
+from rossmann_jobs.features.spec import REFERENCE_CATEGORICAL_COLS as CATEGORICAL_COLS  # nor near-event days
+from rossmann_jobs.features.spec import (
+    REFERENCE_CONTINUOUS_COLS as CONTINUOUS_COLS,  # the reference has no origin features
+)
 
 
 def prepare_google_trend(google_trend_csv: pyspark.sql.DataFrame) -> pyspark.sql.DataFrame:
@@ -144,7 +146,7 @@ def lookup_columns(df: pyspark.sql.DataFrame, vocab: Dict[str, List[Any]]) -> py
 
 
 def data_preparation(spark, data_dir: str, sample_rate: float | None = None):
-    """Returns (max_sales, vocab, train_df, test_df) exactly as the seed's data_preparation does."""
+    """Returns (max_sales, vocab, train_df, test_df) exactly as the reference's data_preparation does."""
     train_csv = spark.read.csv("%s/train.csv" % data_dir, header=True)
     test_csv = spark.read.csv("%s/test.csv" % data_dir, header=True)
     store_csv = spark.read.csv("%s/store.csv" % data_dir, header=True)
