@@ -25,7 +25,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import stack as embedded
-from rossmann_jobs.forecast_scores.score_records import BASELINE_RMSPE, MODEL_RMSPE
+from rossmann_jobs.past_forecasts.records import BASELINE_RMSPE, MODEL_RMSPE
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -84,7 +84,7 @@ from rossmann_jobs.features.drop_settings import (
     DEFAULT_MAX_STALENESS_DAYS,
     MAX_STALENESS_DAYS_LIMIT,
 )
-from rossmann_jobs.forecast_scores.score_records import BIAS_ALERT_THRESHOLD
+from rossmann_jobs.past_forecasts.records import BIAS_ALERT_THRESHOLD
 
 FORECAST_ASSET = Asset(name="rossmann_forecast", uri=forecast_pointer_uri())
 SCORES_ASSET = Asset(name="rossmann_forecast_scores", uri=scores_summary_uri())
@@ -276,9 +276,9 @@ def rossmann_forecast():
         """Write the list of published forecasts this run's drop can score; its URI, None (skip) when empty."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann import scoring_tasks
+        from rossmann import past_forecast_tasks
 
-        return scoring_tasks.find_forecasts_to_score(S3Hook(aws_conn_id="aws_default"), plan)
+        return past_forecast_tasks.find_forecasts_to_score(S3Hook(aws_conn_id="aws_default"), plan)
 
     @task(outlets=[SCORES_ASSET])
     def publish_scores(plan: dict[str, str], params=None, outlet_events=None, **context) -> dict:
@@ -286,9 +286,9 @@ def rossmann_forecast():
         scores asset's extra; posts a drift alert when the last 14 days show bias or a loss to the baseline."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-        from rossmann import scoring_tasks
+        from rossmann import past_forecast_tasks
 
-        compact = scoring_tasks.publish_scores(S3Hook(aws_conn_id="aws_default"), plan,
+        compact = past_forecast_tasks.publish_scores(S3Hook(aws_conn_id="aws_default"), plan,
                                          float(params["bias_alert_threshold"]), context)
         outlet_events[SCORES_ASSET].extra = compact
         return compact

@@ -17,7 +17,7 @@ from rossmann_jobs.features.spec import LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
 from rossmann_jobs.forecast.inference import with_log_forecast
 from rossmann_jobs.forecast.metrics import ACTUAL_COL
-from rossmann_jobs.forecast.predictions import with_min_partitions
+from rossmann_jobs.forecast.prediction_frames import with_min_partitions
 from rossmann_jobs.forecast.vocabulary import mappings_to_model, remap_indices, unknown_counts
 from rossmann_jobs.metrics import rmspe
 from rossmann_jobs.model.broadcast import LOG_FORECAST_COL, BroadcastModel

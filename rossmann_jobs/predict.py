@@ -31,7 +31,6 @@ from rossmann_jobs.forecast import metrics, quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.calibration import calibrate_quantiles
 from rossmann_jobs.forecast.inference import SeasonalNaive
-from rossmann_jobs.forecast.inputs import ForecastInputError
 from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.predict_inputs import (
     check_feature_inputs,
@@ -42,7 +41,7 @@ from rossmann_jobs.forecast.predict_inputs import (
     read_raw_test_ids,
     validation_window_start,
 )
-from rossmann_jobs.forecast.predictions import (
+from rossmann_jobs.forecast.prediction_frames import (
     SPLIT_COL,
     TEST,
     VALIDATION,
@@ -50,6 +49,7 @@ from rossmann_jobs.forecast.predictions import (
     test_predictions,
     validation_predictions,
 )
+from rossmann_jobs.forecast.prepared_checks import ForecastInputError
 from rossmann_jobs.forecast.submission import csv_bytes
 from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.model.broadcast import BroadcastModel

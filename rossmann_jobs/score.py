@@ -11,7 +11,7 @@ latest record per forecast, and the "recent" check: every row of this run's fore
 D) and report/index.html. Re-running with the same inputs rewrites the same bytes. train.csv must match the
 SHA-256 the drop's _SUCCESS manifest lists (checked after it is read; a drop closed by an empty marker is scored
 unverified, with a warning). Scoring rules:
-rossmann_jobs/forecast_scores/scoring.py.
+rossmann_jobs/past_forecasts/scores.py.
 """
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import RawInputError, parse_columns, read_text_csv
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.metrics import FORECAST_COL
-from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST
-from rossmann_jobs.forecast_scores import score_records, scoring
-from rossmann_jobs.forecast_scores.score_records import RECENT_WINDOW_DAYS, ScoringInputError
+from rossmann_jobs.forecast.prediction_frames import SPLIT_COL, TEST
 from rossmann_jobs.job_runner import run_job, timed
 from rossmann_jobs.output_layout import REPORT_PAGE, SCORES_SUMMARY_FILE
+from rossmann_jobs.past_forecasts import records as score_records
+from rossmann_jobs.past_forecasts import scores as scoring
+from rossmann_jobs.past_forecasts.records import RECENT_WINDOW_DAYS, ScoringInputError
 from rossmann_jobs.reporting import scores_page
 from rossmann_jobs.spark_session import materialized, read_parquet
 

@@ -15,17 +15,6 @@ from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS, LABEL_CO
 from rossmann_jobs.features.validate import RawInputError, read_text_csv
 from rossmann_jobs.forecast import quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL, baseline_forecast
-from rossmann_jobs.forecast.inputs import (
-    DATE_TYPES,
-    FLOAT_TYPES,
-    INTEGER_TYPES,
-    ForecastInputError,
-    check_columns,
-    check_values,
-    example_rows,
-    feature_types,
-    vocab_sizes,
-)
 from rossmann_jobs.forecast.metrics import FORECAST_COL
 from rossmann_jobs.forecast.open_flag import (
     CLOSED,
@@ -36,7 +25,18 @@ from rossmann_jobs.forecast.open_flag import (
     is_forecast,
     with_open_status,
 )
-from rossmann_jobs.forecast.predictions import SPLIT_COL, TEST, VALIDATION
+from rossmann_jobs.forecast.prediction_frames import SPLIT_COL, TEST, VALIDATION
+from rossmann_jobs.forecast.prepared_checks import (
+    DATE_TYPES,
+    FLOAT_TYPES,
+    INTEGER_TYPES,
+    ForecastInputError,
+    check_columns,
+    check_values,
+    example_rows,
+    feature_types,
+    vocab_sizes,
+)
 from rossmann_jobs.forecast.submission import (
     check_accounting,
     check_forecast_values,

@@ -7,7 +7,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from rossmann_jobs.forecast.inputs import ForecastInputError
+from rossmann_jobs.forecast.prepared_checks import ForecastInputError
 
 EXAMPLES = 5
 

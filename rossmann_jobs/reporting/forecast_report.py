@@ -17,8 +17,8 @@ from rossmann_jobs.forecast import metrics, quantiles
 from rossmann_jobs.forecast.baseline import BASELINE_COL
 from rossmann_jobs.forecast.metrics import ACTUAL_COL, FORECAST_COL
 from rossmann_jobs.forecast.open_flag import is_forecast
-from rossmann_jobs.forecast_scores import score_records
 from rossmann_jobs.output_layout import SCORES_SUMMARY_FILE, TRAIN_METRICS_FILE, TRAINING_CURVES_FILE
+from rossmann_jobs.past_forecasts import records as score_records
 from rossmann_jobs.reporting import forecast_page
 
 log = logging.getLogger("rossmann.predict")

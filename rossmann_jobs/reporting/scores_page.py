@@ -11,7 +11,7 @@ import html
 from datetime import date
 from typing import Any
 
-from rossmann_jobs.forecast_scores.score_records import (
+from rossmann_jobs.past_forecasts.records import (
     BASELINE_COVERAGE,
     BASELINE_MEDIAN_RATIO,
     BASELINE_RMSPE,

@@ -26,7 +26,7 @@ from rossmann_jobs import predict, spark_session, storage
 from rossmann_jobs.features.drop_verification import check_file_against_metadata
 from rossmann_jobs.features.spec import FEATURE_COLS, LABEL_COL
 from rossmann_jobs.forecast.baseline import BASELINE_COL
-from rossmann_jobs.forecast.inputs import ForecastInputError
+from rossmann_jobs.forecast.prepared_checks import ForecastInputError
 from rossmann_jobs.model.trust import STORAGE_ROOT_ENV
 from rossmann_jobs.output_layout import REPORT_PAGE
 

@@ -15,8 +15,8 @@ import predict_fixtures
 from report_html import ReportPage
 from rossmann_jobs.features.spec import CATEGORICAL_COLS, FEATURE_COLS
 from rossmann_jobs.forecast import metrics
-from rossmann_jobs.forecast.inputs import ForecastInputError, check_values
 from rossmann_jobs.forecast.open_flag import OPEN_STATUS_COL, with_open_status
+from rossmann_jobs.forecast.prepared_checks import ForecastInputError, check_values
 from rossmann_jobs.forecast.submission import SubmissionCheckError, check_accounting, check_submission_ids, csv_bytes
 from rossmann_jobs.forecast.vocabulary import index_mapping, mappings_to_model, remap_indices
 from rossmann_jobs.model import cache as model_cache
@@ -79,7 +79,7 @@ def test_submission_ids_must_match_test_ids_exactly():
 def test_raw_test_ids_must_all_be_prepared_and_nothing_else():
     """An unparseable or quarantined raw Id is named by its raw text (unparseable first); a prepared Id the raw
     file lacks means another drop."""
-    from rossmann_jobs.forecast.inputs import ForecastInputError
+    from rossmann_jobs.forecast.prepared_checks import ForecastInputError
     from rossmann_jobs.forecast.submission import check_raw_test_ids, check_unique_test_ids
 
     raw = pd.DataFrame({"RawId": ["1", "2", " 3", "x4", "5"], "Id": [1.0, 2.0, 3.0, float("nan"), 5.0]})
@@ -219,7 +219,7 @@ def test_the_fan_chart_shows_last_years_same_weekdays_from_the_history_or_says_t
 
 def test_the_report_shows_only_scores_known_by_its_as_of_date():
     """A backfill's report (as of D) must not show accuracy measured with actuals that arrived after D."""
-    from rossmann_jobs.forecast_scores.score_records import scored_as_of
+    from rossmann_jobs.past_forecasts.records import scored_as_of
 
     summary = {"forecasts": {"a": _scored("2015-07-20", "2015-07-30", 0.1),
                              "b": _scored("2015-07-10", "2015-07-12", 0.2),

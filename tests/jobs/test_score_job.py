@@ -19,8 +19,9 @@ from rossmann_jobs import score, storage
 from rossmann_jobs.features.drop_verification import check_file_against_manifest
 from rossmann_jobs.features.raw_schemas import TRAIN
 from rossmann_jobs.features.validate import parse_columns
-from rossmann_jobs.forecast_scores import score_records, scoring
-from rossmann_jobs.forecast_scores.score_records import (
+from rossmann_jobs.past_forecasts import records as score_records
+from rossmann_jobs.past_forecasts import scores as scoring
+from rossmann_jobs.past_forecasts.records import (
     ScoringInputError,
     median_ratio_by_lead_week,
     merge_summary,

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 from rossmann.alerts import forecast_drift_alert
 from rossmann.outputs import exists, list_uris, read_json, write_json
 from rossmann.uris import forecast_record_key
-from rossmann_jobs.forecast_scores.score_records import (
+from rossmann_jobs.past_forecasts.records import (
     BASELINE_MEDIAN_RATIO,
     BASELINE_RMSPE,
     DIGITS,

@@ -29,7 +29,8 @@ from rossmann_jobs.forecast.quantiles import (
     lead_week,
     quantile_columns,
 )
-from rossmann_jobs.forecast_scores.score_records import (
+from rossmann_jobs.metrics import interval_coverage, rmspe, weighted_quantile_loss
+from rossmann_jobs.past_forecasts.records import (
     BASELINE_COVERAGE,
     BASELINE_MEDIAN_RATIO,
     BASELINE_QUANTILE_LOSS,
@@ -39,7 +40,6 @@ from rossmann_jobs.forecast_scores.score_records import (
     MODEL_QUANTILE_LOSS,
     MODEL_RMSPE,
 )
-from rossmann_jobs.metrics import interval_coverage, rmspe, weighted_quantile_loss
 
 KEY_COL, AS_OF_COL = "ForecastKey", "ForecastAsOf"   # "<as_of>/<run key>" and its as-of date D0
 LEAD_COL, LEAD_WEEK_COL, HAS_FORECAST_COL = "LeadDay", "LeadWeek", "HasForecast"

@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from rossmann import scoring_tasks
+from rossmann import past_forecast_tasks
 from rossmann.publication import forecast_registry_record
 from rossmann.uris import forecast_record_key, forecast_record_uri, plan_run_uris, run_key
 
@@ -71,8 +71,8 @@ def test_registry_record_names_round_trip_and_other_objects_are_ignored():
 ])
 def test_a_forecast_is_finished_once_an_earlier_drop_scored_its_whole_horizon(scoring_date, scored_on, end,
                                                                               finished):
-    assert scoring_tasks.finished_before(entry(scored_on, end), scoring_date) is finished
-    assert scoring_tasks.finished_before(None, scoring_date) is False
+    assert past_forecast_tasks.finished_before(entry(scored_on, end), scoring_date) is finished
+    assert past_forecast_tasks.finished_before(None, scoring_date) is False
 
 
 def test_candidates_are_earlier_forecasts_not_yet_finished():
@@ -81,9 +81,9 @@ def test_candidates_are_earlier_forecasts_not_yet_finished():
              ("2015-06-01", "old")]] + [f"{HISTORY}/README"]
     summary = {"forecasts": {"2015-06-01/old": entry("2015-07-20", "2015-07-19"),
                              "2015-07-31/r2": entry("2015-08-02", "2015-09-17")}}
-    assert scoring_tasks.candidate_uris(uris, "2015-08-03", summary) == [
+    assert past_forecast_tasks.candidate_uris(uris, "2015-08-03", summary) == [
         f"{HISTORY}/2015-07-31/r2.json", f"{HISTORY}/2015-08-01/r1.json"]
-    assert len(scoring_tasks.candidate_uris(uris, "2015-08-03", None)) == 3
+    assert len(past_forecast_tasks.candidate_uris(uris, "2015-08-03", None)) == 3
 
 
 def test_selection_keeps_forecasts_made_before_the_date_whose_horizon_started():
@@ -91,9 +91,9 @@ def test_selection_keeps_forecasts_made_before_the_date_whose_horizon_started():
                                                                              "2015-09-19"),
                record("2015-07-31", "c", "2015-08-05", "2015-09-17"),   # its horizon starts later
                record("2015-08-03", "d", "2015-08-04", "2015-09-20")]   # made on the scoring date itself
-    chosen = scoring_tasks.select_forecasts(records, "2015-08-03")
+    chosen = past_forecast_tasks.select_forecasts(records, "2015-08-03")
     assert [(r["as_of"], r["run_id"]) for r in chosen] == [("2015-08-02", "a"), ("2015-08-02", "b")]
-    assert scoring_tasks.select_forecasts(records, "2015-08-02") == []
+    assert past_forecast_tasks.select_forecasts(records, "2015-08-02") == []
 
 
 def test_find_writes_the_list_and_returns_its_uri_or_none_when_empty():
@@ -102,13 +102,13 @@ def test_find_writes_the_list_and_returns_its_uri_or_none_when_empty():
                      json.dumps(record("2015-08-01", "run1", "2015-08-02", "2015-09-18")),
                      forecast_record_uri(HISTORY, "2015-08-03", "run3"):
                      json.dumps(record("2015-08-03", "run3", "2015-08-04", "2015-09-20"))})
-    assert scoring_tasks.find_forecasts_to_score(hook, plan) == plan["scoring_forecasts"]
+    assert past_forecast_tasks.find_forecasts_to_score(hook, plan) == plan["scoring_forecasts"]
     assert [r["run_id"] for r in json.loads(hook.objects[plan["scoring_forecasts"]])] == ["run1"]
-    again = scoring_tasks.find_forecasts_to_score(hook, plan)            # a re-run: same list
+    again = past_forecast_tasks.find_forecasts_to_score(hook, plan)            # a re-run: same list
     assert again == plan["scoring_forecasts"]
 
     earlier = plan_run_uris("b", date(2015, 8, 1), "run1")
-    assert scoring_tasks.find_forecasts_to_score(hook, earlier) is None   # nothing before it: the branch is skipped
+    assert past_forecast_tasks.find_forecasts_to_score(hook, earlier) is None   # nothing before it: skipped
     assert json.loads(hook.objects[earlier["scoring_forecasts"]]) == []
 
 
@@ -135,7 +135,7 @@ def test_compact_summary_compares_model_and_baseline_and_names_the_newest_foreca
     summary = {"forecasts": {"2015-08-01/r1": older, "2015-08-02/r2": scored, "2015-08-04/r4": pending},
                "pending": ["2015-08-04/r4"], "scored_through": "2015-08-05",
                "overall": {"forecasts_scored": 2, "rows": 70, "model_exp_rmspe": 0.1, "baseline_exp_rmspe": 0.2}}
-    compact = scoring_tasks.compact_summary(summary, plan)
+    compact = past_forecast_tasks.compact_summary(summary, plan)
     assert compact["beats_baseline"] is True and compact["pending"] == 1 and compact["rows"] == 70
     assert compact["newest"]["as_of"] == "2015-08-02" and compact["newest"]["days_scored"] == 3
     assert compact["summary_uri"] == plan["scores_summary"] and compact["scoring_date"] == "2015-08-05"
@@ -146,7 +146,7 @@ def test_compact_summary_compares_model_and_baseline_and_names_the_newest_foreca
 
 def recent(scoring_date: str = "2015-08-05", rows: int = 140, model: float | None = 0.1,
            baseline: float | None = 0.2, ratio: float | None = 1.01, baseline_ratio: float | None = 0.99) -> dict:
-    """summary.json's "recent" block as the score job writes it (rossmann_jobs/forecast_scores/score_records.py)."""
+    """summary.json's "recent" block as the score job writes it (rossmann_jobs/past_forecasts/records.py)."""
     return {"scoring_date": scoring_date, "window_days": 14, "dates": {"start": "2015-07-23", "end": scoring_date},
             "forecasts": 3, "rows": rows, "days": 14 if rows else 0, "model_exp_rmspe": model,
             "baseline_exp_rmspe": baseline, "model_median_ratio": ratio, "baseline_median_ratio": baseline_ratio}
@@ -169,7 +169,7 @@ def recent(scoring_date: str = "2015-08-05", rows: int = 140, model: float | Non
     (recent(), 0.05, []),
 ])
 def test_drift_findings_name_each_failed_check_with_its_numbers(block, threshold, expected):
-    findings = scoring_tasks.drift_findings(block, threshold)
+    findings = past_forecast_tasks.drift_findings(block, threshold)
     if all(" " not in e for e in expected):   # only the checks' names given
         assert [f.split(":")[0] for f in findings] == expected
     else:
@@ -185,15 +185,15 @@ def test_drift_findings_name_each_failed_check_with_its_numbers(block, threshold
     (recent(ratio=1.3), "2015-08-04", ["the recent check is the drop for 2015-08-05's, not this run's (2015-08-04)"]),
 ])
 def test_missing_numbers_raise_no_alert_but_say_what_was_not_checked(block, scoring_date, not_checked):
-    checks = scoring_tasks.drift_checks(block, 0.05, scoring_date)
-    assert checks["findings"] == [] and scoring_tasks.drift_findings(block, 0.05, scoring_date) == []
+    checks = past_forecast_tasks.drift_checks(block, 0.05, scoring_date)
+    assert checks["findings"] == [] and past_forecast_tasks.drift_findings(block, 0.05, scoring_date) == []
     assert len(checks["not_checked"]) == len(not_checked)
     for said, expected in zip(checks["not_checked"], not_checked):
         assert said.startswith(expected), said
 
 
 def test_a_model_without_baseline_is_still_checked_for_bias():
-    checks = scoring_tasks.drift_checks(recent(ratio=1.1, baseline=None, baseline_ratio=None), 0.05)
+    checks = past_forecast_tasks.drift_checks(recent(ratio=1.1, baseline=None, baseline_ratio=None), 0.05)
     assert [f.split(":")[0] for f in checks["findings"]] == ["bias"] and len(checks["not_checked"]) == 1
 
 
@@ -220,7 +220,7 @@ def alert_sink(monkeypatch):
 def publish(block: dict | None, threshold: float = 0.05) -> dict:
     plan = plan_run_uris("b", date(2015, 8, 5), "scheduled__2015-08-05T00:00:00+00:00")
     hook = MemoryS3({plan["scores_summary"]: json.dumps(scores_summary(block))})
-    return scoring_tasks.publish_scores(hook, plan, threshold, {"run_id": "scheduled__2015-08-05T00:00:00+00:00"})
+    return past_forecast_tasks.publish_scores(hook, plan, threshold, {"run_id": "scheduled__2015-08-05T00:00:00+00:00"})
 
 
 def test_publish_posts_one_drift_alert_with_the_failed_checks_and_their_numbers(alert_sink):
