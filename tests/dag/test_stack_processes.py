@@ -166,3 +166,24 @@ def test_the_stack_and_synth_commands_run_the_embedded_s3_and_land_a_drop(tmp_pa
         assert re.search(r"^moto\s+stopped", run([*stack_cmd, "status"]), re.MULTILINE)
     finally:
         embedded.stop_process(state, "moto")
+
+
+def test_the_stack_command_installs_every_stack_module_it_imports():
+    """`rossmann-stack` is an editable install of named modules: a scripts/stack module that one of them imports
+    but the list leaves out runs from a checkout and fails as the installed command."""
+    import ast
+    import tomllib
+
+    stack_dir = Path(__file__).resolve().parents[2] / "scripts" / "stack"
+    listed = set(tomllib.loads((stack_dir / "pyproject.toml").read_text())["tool"]["setuptools"]["py-modules"])
+    local = {path.stem for path in stack_dir.glob("*.py")}
+    imported: dict[str, str] = {}
+    for name in listed:
+        for node in ast.walk(ast.parse((stack_dir / f"{name}.py").read_text())):
+            roots = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            for root in roots:
+                if root.split(".")[0] in local:
+                    imported.setdefault(root.split(".")[0], name)
+    missing = {module: by for module, by in imported.items() if module not in listed}
+    assert not missing, f"scripts/stack/pyproject.toml py-modules lacks {missing} (module: imported by)"
