@@ -28,7 +28,7 @@ def metadata_document(*, vocabularies: dict[str, list], sales_groups: list[Mappi
                       timings: Mapping[str, float], columns: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole document; settings holds the job's num_shards, sample_rate, seed, max_reject_fraction and
     validation_window (the rule's name); columns: per raw file with any, its ignored and absent columns and its
-    unused columns' rows without a usable value (prepare.column_report)."""
+    unused columns' rows without a usable value (features/row_checks.column_report)."""
     return {
         "feature_spec": encode.feature_spec(vocabularies),
         "vocabularies": vocabularies,
