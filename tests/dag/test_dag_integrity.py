@@ -113,11 +113,11 @@ def test_every_spark_task_and_only_those_share_the_spark_pool(dag):
 
 
 def test_every_task_alerts_on_its_final_failure_through_the_alerts_connection(dag):
-    from rossmann.alerts import ALERTS_CONN_ID, AlertWebhook
+    from rossmann.alerts import ALERTS_CONN_ID, Alert
 
     for task in dag.tasks:
-        notifiers = [callback for callback in task.on_failure_callback or [] if isinstance(callback, AlertWebhook)]
-        assert [notifier.http_conn_id for notifier in notifiers] == [ALERTS_CONN_ID], task.task_id
+        notifiers = [callback for callback in task.on_failure_callback or [] if isinstance(callback, Alert)]
+        assert [notifier.conn_id for notifier in notifiers] == [ALERTS_CONN_ID], task.task_id
         assert not task.on_retry_callback, "a retried try must not alert"
 
 

@@ -44,7 +44,7 @@ def test_a_forecast_is_late_unless_the_pointer_holds_the_due_date_or_later(publi
 def test_the_deadline_dag_runs_daily_at_the_deadline_and_alerts_on_failure():
     from airflow.dag_processing.dagbag import DagBag
 
-    from rossmann.alerts import ALERTS_CONN_ID, AlertWebhook
+    from rossmann.alerts import ALERTS_CONN_ID, Alert
 
     bag = DagBag(dag_folder=str(REPO_ROOT / "dags" / "rossmann_forecast_deadline.py"))
     assert bag.import_errors == {}
@@ -52,8 +52,8 @@ def test_the_deadline_dag_runs_daily_at_the_deadline_and_alerts_on_failure():
     assert dag.timetable.expression == "0 6 * * *" and dag.catchup is False
     [check] = dag.tasks
     assert check.retries == 0, "a late forecast stays late on a retry seconds later"
-    notifiers = [callback for callback in check.on_failure_callback if isinstance(callback, AlertWebhook)]
-    assert [(n.http_conn_id, n.json["alert"]) for n in notifiers] == [(ALERTS_CONN_ID, "rossmann forecast late")]
+    notifiers = [callback for callback in check.on_failure_callback if isinstance(callback, Alert)]
+    assert [(n.conn_id, n.message["alert"]) for n in notifiers] == [(ALERTS_CONN_ID, "rossmann forecast late")]
 
 
 def run_deadline(stack, checked_at: datetime, sink: AlertSink) -> dict:

@@ -122,13 +122,13 @@ def test_a_failing_endpoint_is_retried_a_bounded_number_of_times(monkeypatch, qu
         hook.received.clear()
         down = Webhook(statuses=[503] * 10)
         down.connect(monkeypatch)
-        with pytest.raises(requests.HTTPError, match="503"):
+        with pytest.raises(alerts.Undelivered, match="503"):
             alerts.task_failure_alert()(failure_context(RuntimeError("train failed: x")))
         assert len(down.received) == alerts.ATTEMPTS
         down.stop()
         refused = Webhook(statuses=[400])
         refused.connect(monkeypatch)
-        with pytest.raises(requests.HTTPError, match="400"):
+        with pytest.raises(alerts.Undelivered, match="400"):
             alerts.task_failure_alert()(failure_context(RuntimeError("train failed: x")))
         assert len(refused.received) == 1                   # a 4xx is not retried
         refused.stop()
@@ -141,8 +141,9 @@ def test_a_hung_endpoint_times_out(monkeypatch, quick_retries):
     hook.connect(monkeypatch)
     started = time.perf_counter()
     try:
-        with pytest.raises(requests.Timeout):
+        with pytest.raises(alerts.Undelivered) as undelivered:
             alerts.task_failure_alert()(failure_context(RuntimeError("train failed: x")))
+        assert isinstance(undelivered.value.__cause__, requests.Timeout)
     finally:
         hook.stop()
     assert len(hook.received) == alerts.ATTEMPTS and time.perf_counter() - started < alerts.ATTEMPTS * 3.0
