@@ -142,5 +142,5 @@ def publish_scores(hook, plan: dict[str, str], bias_alert_threshold: float, cont
             forecast_drift_alert(details).notify(context)
         except Exception as error:   # an alert endpoint outage must not hold back the scores asset
             log.exception("the drift alert could not be posted")
-            alert["post_error"] = type(error).__name__
+            alert["post_error"] = type(error.__cause__ or error).__name__   # the channel's own failure, not our wrapper
     return {**compact_summary(summary, plan), "alert": alert}
