@@ -6,8 +6,8 @@
 #   lander  (the data supplier): writes raw/ only, reads nothing else
 #   jobs    (Spark driver and executors): reads raw/, models/, forecast/published/ (what scoring scores); writes
 #           runs/ and forecast/scores/ (never models/, never a published forecast)
-#   airflow (its tasks: sensor, gate, publication): reads everything the DAG reads; writes models/, forecast/ and
-#           runs/*/scoring/ (never raw/, never a job output)
+#   airflow (its tasks: sensor, gate, publication; its task logs): reads everything the DAG reads; writes models/,
+#           forecast/, runs/*/scoring/ and logs/ (never raw/, never a job output)
 set -eu
 
 mc alias set rossmann http://minio:9000 "$MINIO_ROOT_USER" "$MINIO_ROOT_PASSWORD" >/dev/null
@@ -65,9 +65,9 @@ policy rossmann-airflow "$ROSSMANN_S3_ACCESS_KEY" "$ROSSMANN_S3_SECRET_KEY" <<PO
   "Statement": [
     {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": ["$B"]},
     {"Effect": "Allow", "Action": ["s3:GetObject"],
-     "Resource": ["$B/raw/*", "$B/runs/*", "$B/models/*", "$B/forecast/*"]},
+     "Resource": ["$B/raw/*", "$B/runs/*", "$B/models/*", "$B/forecast/*", "$B/logs/*"]},
     {"Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
-     "Resource": ["$B/models/*", "$B/forecast/*", "$B/runs/*/scoring/*"]}
+     "Resource": ["$B/models/*", "$B/forecast/*", "$B/runs/*/scoring/*", "$B/logs/*"]}
   ]
 }
 POLICY

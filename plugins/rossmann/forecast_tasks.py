@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from rossmann import lineage
 from rossmann.alerts import forecast_fallback_alert
 from rossmann.gate import ScoredChampionError, champion_record_as_of, decide_promotion
 from rossmann.outputs import (
@@ -213,6 +214,7 @@ def apply_quality_gate(hook, plan: dict[str, str], metrics: dict[str, Any], tole
         advance_pointer(hook, plan["champion"], promoted or same_date)
     if promoted is not None:
         champion = promoted
+        lineage.report_task_lineage(hook, [plan["model"]], [pinned, plan["champion_record"]])
     elif current is not None:
         # Not promoted: the champion as of this date, as re-read now, forecasts, not the one train scored. Another
         # run for this date may have promoted since this run's find_champion (its record now names the date's
@@ -337,6 +339,7 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
     # replaces the run's own record).
     write_json(hook, plan["forecast_record"], forecast_registry_record(forecast, summary))
     forecast["record_uri"] = plan["forecast_record"]
+    lineage.report_task_lineage(hook, [plan["predictions"]], [published, plan["forecast_record"]])
     if forecast_model == NAIVE_FALLBACK:
         post_fallback_alert(forecast, context or {})
     newer = newer_same_date_champion(hook, plan, forecast)
@@ -352,6 +355,7 @@ def publish_forecast(hook, plan: dict[str, str], gate: dict[str, Any], run_id: s
                     "%s): a newer date's, or a later decision for this date", plan["as_of"], published,
                     plan["forecast_pointer"], current.get("as_of"), current.get("run_id"), current.get("decided_at"))
         return forecast, False
+    lineage.report_task_lineage(hook, [published], [plan["forecast_pointer"]])
     return forecast, True
 
 

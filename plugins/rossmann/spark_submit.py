@@ -285,6 +285,13 @@ class RossmannSparkSubmitOperator(SparkSubmitOperator):
             raise AirflowFailException(reason) from None
 
 
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The job's inputs and outputs, from its rendered arguments, for the OpenLineage provider's events."""
+        from rossmann import lineage
+
+        return lineage.operator_lineage(*lineage.job_datasets([str(arg) for arg in self.application_args or []]))
+
+
 class PredictSubmitOperator(RossmannSparkSubmitOperator):
     """spark-submit of the predict job, with the "Forecast report" extra link (rossmann/report_link.py)."""
 

@@ -72,6 +72,10 @@ def airflow_env(stack: Stack, endpoint: str, api_port: int | None = None, spark_
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+        "AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER": f"s3://{bucket}/logs",   # remote logging: docker/airflow.env
+        # Lineage of every task to a local file (compose writes it to the task logs; docs/airflow.md, "Lineage").
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True,
+                                                       "log_file_path": str(stack.lineage_events)}),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_conn),
         "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(aws_conn),
         "ROSSMANN_BUCKET": bucket,
@@ -94,8 +98,10 @@ def write_admin_password(stack: Stack) -> str:
 
 
 def airflow_init(stack: Stack, env: dict[str, str]) -> None:
-    """Create/upgrade the metadata database, the admin login and the Spark pool."""
+    """Create/upgrade the metadata database, the admin login and the Spark pool (and the lineage events' folder:
+    the file transport does not create it)."""
     stack.airflow_home.mkdir(parents=True, exist_ok=True)
+    stack.lineage_events.parent.mkdir(parents=True, exist_ok=True)
     write_admin_password(stack)
     subprocess.run([str(AIRFLOW_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True,
                    stdout=subprocess.DEVNULL)

@@ -34,6 +34,11 @@ class Stack:
         return self.state_dir / "log"
 
     @property
+    def lineage_events(self) -> Path:
+        """The OpenLineage events of every run, one JSON object a line (the provider's file transport)."""
+        return self.state_dir / "lineage" / "events.jsonl"
+
+    @property
     def s3_dir(self) -> Path:
         """The embedded S3's buckets and objects (s3_server.py), kept across stops like Airflow's database."""
         return self.state_dir / "s3"

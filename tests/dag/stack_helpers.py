@@ -99,10 +99,28 @@ class StackHandle:
         pages = self.s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/")
         return sorted(f"s3://{bucket}/{entry['Key']}" for page in pages for entry in page.get("Contents", []))
 
+    def lineage(self) -> list[dict]:
+        """The OpenLineage COMPLETE events of this stack's tasks: run id, task id, the input and output dataset
+        names (namespace/name)."""
+        events = []
+        for line in self.state.lineage_events.read_text().splitlines():
+            event = json.loads(line)
+            airflow = event["run"]["facets"].get("airflow", {})
+            if event["eventType"] == "COMPLETE" and "task" in airflow:
+                events.append({"run_id": airflow["dagRun"]["run_id"],
+                               "task": event["job"]["name"].removeprefix(f"{DAG_ID}."),
+                               **{side: {f"{d['namespace']}/{d['name']}" for d in event.get(side, [])}
+                                  for side in ("inputs", "outputs")}})
+        return events
+
     def task_logs(self) -> str:
-        """Every task log file written under this stack's AIRFLOW_HOME."""
+        """Every task log this stack's Airflow wrote: the files under its AIRFLOW_HOME and the copies remote logging
+        uploaded to the bucket's logs/ (which empties a try's local file once its log is uploaded)."""
         log_root = Path(self.env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"])
-        return "\n".join(path.read_text(errors="replace") for path in sorted(log_root.rglob("*.log")))
+        local = [path.read_text(errors="replace") for path in sorted(log_root.rglob("*.log"))]
+        uploaded = [self.read_bytes(uri).decode(errors="replace")
+                    for uri in self.list_keys(f"s3://{self.bucket}/logs/")]
+        return "\n".join(local + uploaded)
 
 
 def start_stack(state_dir: Path, **airflow_settings) -> StackHandle:

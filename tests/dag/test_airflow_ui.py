@@ -325,3 +325,66 @@ def test_backfill_and_triggered_run_ran_at_once_without_interference(ui_stack, c
     promoted = [day for day, gate in gates.items() if gate["promoted"]]
     assert promoted, gates
     assert ui_stack.read_json(plans[RUN_DATE]["champion"])["as_of"] == max(promoted)
+
+
+def test_a_finished_tasks_log_is_read_from_the_bucket_after_the_worker_and_its_files_are_gone(ui_stack, api,
+                                                                                              concurrent_runs):
+    """Remote logging (docker/airflow.env): each try's log is uploaded under the bucket's logs/ prefix, and the
+    API serves it from there once the machine that ran the task is gone (here: its log folder, deleted)."""
+    import shutil
+
+    rest = concurrent_runs[RUN_DATE]
+    run_id = rest["run"]["dag_run_id"]
+    prefix = f"s3://{ui_stack.bucket}/logs/dag_id={DAG_ID}/run_id={run_id}/"
+    uploaded = ui_stack.list_keys(prefix)
+    assert any("task_id=train_model/" in key for key in uploaded), uploaded
+    assert any("task_id=publish_forecast/" in key for key in uploaded), uploaded
+    local_run = Path(ui_stack.env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"]) / f"dag_id={DAG_ID}" / f"run_id={run_id}"
+    assert local_run.is_dir()   # the worker's own copy, until the worker goes
+    shutil.rmtree(local_run)
+
+    status, log = api.call("GET", f"{rest['path']}/taskInstances/train_model/logs/1?full_content=true")
+    log_text = json.dumps(log)
+    assert status == 200 and "Spark-Submit cmd" in log_text and "epoch 1/" in log_text
+    assert ui_stack.secret_key not in log_text
+
+
+def test_the_lineage_events_chain_the_drop_to_the_published_forecast(ui_stack, api, concurrent_runs):
+    """Each task's OpenLineage COMPLETE event (plugins/rossmann/lineage.py), followed back from the REST run's
+    published forecast: the publication, predict, the gate that pinned the forecasting model, its training and the
+    preparation of a drop. (Real worker processes: `airflow dags test` runs every task in one process, whose hook
+    lineage collector then carries the earlier tasks' datasets into the later tasks' events.)"""
+    rest = concurrent_runs[RUN_DATE]
+    run_id, plan, gate = rest["run"]["dag_run_id"], rest["plan"], rest["gate"]
+    forecast = api.call("GET", f"{rest['path']}/taskInstances/publish_forecast/xcomEntries/return_value")[1]["value"]
+    events = ui_stack.lineage()
+    assert {event["task"] for event in events if event["run_id"] == run_id} >= {
+        "prepare_features", "train_model", "backtest_season", "quality_gate", "predict", "publish_forecast"}
+
+    def name(uri: str) -> str:
+        return uri.replace("s3a://", "s3://", 1).rstrip("/")
+
+    def own(task: str) -> dict:
+        [event] = [event for event in events if event["run_id"] == run_id and event["task"] == task]
+        return event
+
+    assert name(plan["raw"]) in own("prepare_features")["inputs"]
+    assert name(plan["features"]) in own("prepare_features")["outputs"] & own("train_model")["inputs"]
+    assert name(plan["model"]) in own("train_model")["outputs"] & own("predict")["inputs"]
+    assert name(plan["predictions"]) in own("predict")["outputs"] & own("publish_forecast")["inputs"]
+    assert {name(forecast["published_uri"]), name(plan["forecast_record"])} <= own("publish_forecast")["outputs"]
+    assert name(gate["champion_model_uri"]) in own("predict")["inputs"]
+
+    # Back from the published copy through whoever wrote each input (the forecasting model may be the other
+    # run's champion, pinned by that run's gate).
+    seen, frontier, reached = [], {name(forecast["published_uri"])}, set()
+    while frontier:
+        dataset = frontier.pop()
+        reached.add(dataset)
+        for event in events:
+            if dataset in event["outputs"] and (event["run_id"], event["task"]) not in seen:
+                seen.append((event["run_id"], event["task"]))
+                frontier |= event["inputs"] - reached
+    tasks = {task for _, task in seen}
+    assert {"publish_forecast", "predict", "quality_gate", "train_model", "prepare_features"} <= tasks, seen
+    assert name(plan["raw"]) in reached

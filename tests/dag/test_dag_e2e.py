@@ -241,6 +241,8 @@ def test_s3_secret_never_reaches_logs_xcom_or_rendered_fields(dag_test_stack, fi
     assert "Spark-Submit cmd" in output  # the logs we search do include the spark-submit output
     assert secret not in output
     assert secret not in json.dumps(first_run["summary"])  # XCom and every task's rendered template fields
+    lineage_events = dag_test_stack.state.lineage_events.read_text()
+    assert '"eventType": "COMPLETE"' in lineage_events and secret not in lineage_events   # the operators' facets
     # Horovod's per-run key travels to the workers in _HOROVOD_SECRET_KEY: no environment dump may show it.
     assert "epoch 1/" in output  # the Horovod ranks' output is in what we searched
     assert "_HOROVOD_SECRET_KEY" not in output

@@ -73,6 +73,12 @@ CASES = [
     ("airflow", "s3:PutObject", "runs/2015-07-31/r/model/_SUCCESS", None, False),
     ("airflow", "s3:PutObject", "raw/2015-07-31/_SUCCESS", None, False),
     ("airflow", "s3:DeleteObject", "models/champion.json", None, False),
+    # Task logs (remote logging): Airflow's identity writes and reads them; no job or supplier can read or forge one.
+    ("airflow", "s3:PutObject", "logs/dag_id=rossmann_forecast/run_id=r/task_id=predict/attempt=1.log", None, True),
+    ("airflow", "s3:GetObject", "logs/dag_id=rossmann_forecast/run_id=r/task_id=predict/attempt=1.log", None, True),
+    ("jobs", "s3:PutObject", "logs/dag_id=rossmann_forecast/run_id=r/task_id=predict/attempt=1.log", None, False),
+    ("jobs", "s3:GetObject", "logs/dag_id=rossmann_forecast/run_id=r/task_id=predict/attempt=1.log", None, False),
+    ("lander", "s3:PutObject", "logs/dag_id=rossmann_forecast/run_id=r/task_id=predict/attempt=1.log", None, False),
 ]
 
 
