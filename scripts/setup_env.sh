@@ -64,9 +64,9 @@ needs about $MIN_FREE_GIB GiB (ROSSMANN_MIN_FREE_GIB overrides the check)"
 
 # A stamp of the inputs that define an env: re-install only when they change.
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
-jobs_stamp() { stamp_of "$ROOT/requirements-jobs.txt" "$ROOT/requirements-executors.txt" "$ROOT/constraints/jobs.txt" "$0"; }
+jobs_stamp() { stamp_of "$ROOT/requirements-jobs-dev.txt" "$ROOT/requirements-jobs.txt" "$ROOT/requirements-executors.txt" "$ROOT/constraints/jobs.txt" "$0"; }
 executor_env_stamp() { stamp_of "$ROOT/requirements-executors.txt" "$ROOT/constraints/jobs.txt" "$0"; }
-airflow_stamp() { stamp_of "$ROOT/requirements.txt" "$ROOT/constraints/airflow.txt" "$0"; }
+airflow_stamp() { stamp_of "$ROOT/requirements-dev.txt" "$ROOT/requirements.txt" "$ROOT/constraints/airflow.txt" "$0"; }
 
 ensure_venv() {  # ensure_venv DIR
   [ -x "$1/bin/python" ] || "$PYTHON" -m venv "$1"
@@ -118,8 +118,8 @@ setup_jobs_env() {
   if [ "$(cat "$JOBS/.stamp" 2>/dev/null)" = "$stamp" ]; then say "jobs env up to date"; return; fi
   say "jobs env: $JOBS"
   step "jobs env: virtualenv, pip, wheel, setuptools" ensure_venv "$JOBS"
-  step "jobs env: installing requirements-jobs.txt (pyspark, tensorflow-cpu, pandas, ...; a few minutes)" \
-    install_pinned "$JOBS" "$ROOT/requirements-jobs.txt"
+  step "jobs env: installing requirements-jobs-dev.txt (pyspark, tensorflow-cpu, pandas, ..., the test tools; a few minutes)" \
+    install_pinned "$JOBS" "$ROOT/requirements-jobs-dev.txt"
   if [ -z "$(horovod_wheel)" ]; then
     step "jobs env: building horovod $HOROVOD_VERSION against tensorflow-cpu $TF_VERSION (4-9 min on 2 cores, \
 cached in $CACHE/wheels)" build_horovod_wheel
@@ -180,8 +180,8 @@ setup_airflow_env() {
   if [ "$(cat "$AIRFLOW_ENV/.stamp" 2>/dev/null)" = "$stamp" ]; then say "airflow env up to date"; return; fi
   say "airflow env: $AIRFLOW_ENV"
   step "airflow env: virtualenv, pip, wheel, setuptools" ensure_venv "$AIRFLOW_ENV"
-  step "airflow env: installing requirements.txt (Airflow and its providers; a few minutes)" \
-    "$AIRFLOW_ENV/bin/pip" install -q -r "$ROOT/requirements.txt" -c "$ROOT/constraints/airflow.txt"
+  step "airflow env: installing requirements-dev.txt (Airflow, its providers, the test tools; a few minutes)" \
+    "$AIRFLOW_ENV/bin/pip" install -q -r "$ROOT/requirements-dev.txt" -c "$ROOT/constraints/airflow.txt"
   # The plugins import the protocols the jobs write (rossmann_jobs/commit_protocol.py, job_protocol.py: standard
   # library only); the package declares no dependencies, and --no-deps keeps it that way.
   step "airflow env: installing this package (editable, no dependencies)" \

@@ -327,6 +327,11 @@ def checks(evidence: dict, killed: bool) -> dict[str, str | None]:
     check("the promoted model is the champion", gate.get("promoted") is True
           and champion.get("model_uri") == gate.get("champion_model_uri") and bool(found.get("champion_files")),
           f"gate {gate}, champion {champion}")
+    tooling = evidence.get("image_tooling", {})
+    check("the images hold no test tooling, and the probe finds each venv's own package",
+          bool(tooling) and all(found[module] == (module not in images.TEST_TOOLING_MODULES)
+                                for found in tooling.values() for module in found),
+          f"importable per image venv: {tooling}")
     leaked = {name: where for name, where in evidence.get("secrets_found", {}).items() if where}
     check("no secret in task or container logs", not leaked, f"found: {leaked}")
     if "local" not in evidence.get("s3_server", ""):
@@ -381,7 +386,9 @@ def build_stack(workdir: Path, evidence: dict, stage_wheel: bool) -> tuple[Compo
     horovod = re.search(r"^HOROVOD_VERSION=(\S+)", (REPO / "docker" / "jobs-env.sh").read_text(), re.M).group(1)
     evidence["horovod_wheel"] = images.stage_horovod_wheel(cache if stage_wheel else None, pins["tensorflow-cpu"],
                                                            horovod)
-    evidence["images"] = images.as_records(images.build_images(compose, build_targets))
+    built = images.build_images(compose, build_targets)
+    evidence["images"] = images.as_records(built)
+    evidence["image_tooling"] = images.image_tooling(built)
 
     return compose, settings, env_file
 

@@ -7,6 +7,7 @@ Debian's packages (docker/local/). Built images stay in the engine, so a later r
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -233,3 +234,31 @@ def requirement_pins(path: Path) -> dict[str, str]:
         elif match := re.match(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s#;]+)", line):
             pins[match[1].lower()] = match[2]
     return pins
+
+
+# The test tooling no image may hold (requirements-dev.txt and requirements-jobs-dev.txt only), and a module each
+# image's venv must hold, so that a probe that finds nothing at all cannot pass for a clean image.
+TEST_TOOLING_MODULES = ("moto", "pytest", "ruff", "selenium")
+IMAGE_VENVS = {"rossmann-airflow": {"/opt/airflow-venv": "airflow", "/opt/jobs-venv": "pyspark"},
+               "rossmann-spark": {"/opt/jobs-venv": "pyspark"}}
+
+
+def importable_modules(image: str, python: str, modules: list[str]) -> dict[str, bool]:
+    """Which of modules the image's python finds (importlib.util.find_spec, nothing imported)."""
+    probe = ("import importlib.util, json, sys; "
+             "print(json.dumps({m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}))")
+    done = run(["docker", "run", "--rm", "--network", "none", "--entrypoint", python, image, "-c", probe, *modules],
+               timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"probing {image}'s {python}: {done.stderr.strip()[-500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def image_tooling(built: list[BuiltImage]) -> dict[str, dict[str, bool]]:
+    """'image venv' -> {module: importable} for the test tools and the venv's own marker module."""
+    found = {}
+    for image in built:
+        for venv, marker in IMAGE_VENVS.get(image.image.split(":")[0], {}).items():
+            found[f"{image.image} {venv}"] = importable_modules(image.image, f"{venv}/bin/python",
+                                                               [*TEST_TOOLING_MODULES, marker])
+    return found

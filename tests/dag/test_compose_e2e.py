@@ -175,3 +175,12 @@ def test_each_s3_identity_reaches_only_its_prefixes(evidence):
     assert probe["lander put raw/"] == "allowed", probe   # the probe reaches MinIO: a refusal below is a policy's
     assert {name: code for name, code in probe.items() if name != "lander put raw/"} == {
         name: "AccessDenied" for name in probe if name != "lander put raw/"}, probe
+
+
+def test_the_images_hold_no_test_tooling(evidence):
+    tooling = evidence["image_tooling"]
+    assert {key.split()[0].split(":")[0] for key in tooling} == {"rossmann-airflow", "rossmann-spark"}
+    for venv, found in tooling.items():
+        assert {module: found[module] for module in ("moto", "pytest", "ruff", "selenium")} == dict.fromkeys(
+            ("moto", "pytest", "ruff", "selenium"), False), venv
+        assert any(found[module] for module in ("airflow", "pyspark") if module in found), venv

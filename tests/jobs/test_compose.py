@@ -583,3 +583,33 @@ def test_horovod_talks_on_the_project_network_not_loopback(services):
     from rossmann_jobs.training.network import LOOPBACK, NICS_ENV
 
     assert services["airflow-scheduler"]["environment"][NICS_ENV] == "eth0" != LOOPBACK
+
+
+TEST_TOOLING = ("moto", "pytest", "ruff", "selenium")
+
+
+def tooling_in(pins: dict[str, str]) -> list[str]:
+    return sorted(name for name in TEST_TOOLING if name in pins)
+
+
+def test_the_images_install_no_test_tooling():
+    # What the Dockerfiles install (requirements-jobs.txt via jobs-env.sh, requirements.txt in the Airflow venv).
+    for dockerfile in ("docker/spark/Dockerfile", "docker/airflow/Dockerfile"):
+        text = (REPO / dockerfile).read_text()
+        assert "-dev.txt" not in text, f"{dockerfile} copies a development requirements file"
+    assert "requirements.txt" in (REPO / "docker/airflow/Dockerfile").read_text()
+    for product in ("requirements-jobs.txt", "requirements.txt"):
+        assert tooling_in(images.requirement_pins(REPO / product)) == [], product
+    # The development files are the product's plus the tools, and the set-up installs those.
+    for dev, product in (("requirements-jobs-dev.txt", "requirements-jobs.txt"), ("requirements-dev.txt",
+                                                                                 "requirements.txt")):
+        dev_pins = images.requirement_pins(REPO / dev)
+        assert f"-r {product}" in (REPO / dev).read_text().splitlines()
+        assert images.requirement_pins(REPO / product).items() <= dev_pins.items()
+        assert tooling_in(dev_pins)
+        assert f'"$ROOT/{dev}"' in (REPO / "scripts/setup_env.sh").read_text()
+
+
+def test_the_tooling_check_sees_a_test_tool_in_a_product_file(tmp_path):
+    (tmp_path / "product.txt").write_text("boto3\npytest==8.3.3\n")
+    assert tooling_in(images.requirement_pins(tmp_path / "product.txt")) == ["pytest"]
