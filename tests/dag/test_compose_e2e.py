@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from images import IMAGE_VENVS, TEST_TOOLING_MODULES  # scripts/compose/images.py: what the run probed
 from stack_helpers import REPO_ROOT, SCORING_TASKS, TASKS
 
 pytestmark = pytest.mark.slow
@@ -179,8 +180,9 @@ def test_each_s3_identity_reaches_only_its_prefixes(evidence):
 
 def test_the_images_hold_no_test_tooling(evidence):
     tooling = evidence["image_tooling"]
-    assert {key.split()[0].split(":")[0] for key in tooling} == {"rossmann-airflow", "rossmann-spark"}
+    assert {key.split()[0].split(":")[0] for key in tooling} == set(IMAGE_VENVS) == {"rossmann-airflow",
+                                                                                   "rossmann-spark"}
     for venv, found in tooling.items():
-        assert {module: found[module] for module in ("moto", "pytest", "ruff", "selenium")} == dict.fromkeys(
+        assert {module: found[module] for module in TEST_TOOLING_MODULES} == dict.fromkeys(
             ("moto", "pytest", "ruff", "selenium"), False), venv
         assert any(found[module] for module in ("airflow", "pyspark") if module in found), venv

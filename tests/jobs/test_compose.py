@@ -585,11 +585,8 @@ def test_horovod_talks_on_the_project_network_not_loopback(services):
     assert services["airflow-scheduler"]["environment"][NICS_ENV] == "eth0" != LOOPBACK
 
 
-TEST_TOOLING = ("moto", "pytest", "ruff", "selenium")
-
-
 def tooling_in(pins: dict[str, str]) -> list[str]:
-    return sorted(name for name in TEST_TOOLING if name in pins)
+    return sorted(name for name in images.TEST_TOOLING_MODULES if name in pins)
 
 
 def test_the_images_install_no_test_tooling():

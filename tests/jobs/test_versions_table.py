@@ -6,17 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from images import requirement_pins  # scripts/compose/images.py: the pins the image builds read
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def pins(path: Path) -> dict[str, str]:
-    """name -> version of a pip constraints file's `name==version` lines."""
-    out = {}
-    for line in path.read_text().splitlines():
-        match = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;#]+)", line.strip())
-        if match:
-            out[match.group(1).lower()] = match.group(2)
-    return out
 
 
 def shell_setting(path: Path, name: str) -> str:
@@ -44,7 +36,7 @@ def table_mismatches(table: dict[str, str], expected: dict[str, list[str]]) -> l
 
 
 def expected_versions() -> dict[str, list[str]]:
-    airflow, jobs = pins(REPO / "constraints" / "airflow.txt"), pins(REPO / "constraints" / "jobs.txt")
+    airflow, jobs = (requirement_pins(REPO / "constraints" / name) for name in ("airflow.txt", "jobs.txt"))
     setup = REPO / "scripts" / "setup_env.sh"
     jars = re.search(r"^S3A_JARS=\((.*)\)", setup.read_text(), re.MULTILINE).group(1)
     hadoop_aws, sdk_bundle = (re.search(rf"{name}-([0-9.]+)\.jar", jars).group(1)
