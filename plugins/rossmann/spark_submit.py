@@ -168,9 +168,10 @@ SUBMIT_ENV_NAMES = frozenset({
     "NCCL_SOCKET_IFNAME",
 })
 SUBMIT_ENV_PREFIXES = ("LC_", "SPARK_", "PYSPARK_", "ROSSMANN_", "HOROVOD_")
-# Under the project's own prefixes a name like these is a credential (the S3 keys of compose's .env): left behind.
+# Under these prefixes a name like these is a credential (the S3 keys of compose's .env, a Spark secret handed to an
+# entrypoint): left behind. Spark reads its secret from spark-defaults.conf, never from its inherited environment.
 _SECRET_NAME = re.compile(r"SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|PRIVATE|(?:^|_)KEY(?:_|$)")
-_SECRET_CHECKED_PREFIXES = ("ROSSMANN_", "HOROVOD_")
+_SECRET_CHECKED_PREFIXES = ("ROSSMANN_", "HOROVOD_", "SPARK_", "PYSPARK_")
 
 
 def inherited(name: str) -> bool:

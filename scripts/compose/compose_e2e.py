@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import timezone
 from pathlib import Path
@@ -49,7 +50,34 @@ STACK_READY_TIMEOUT_S = 900
 RUN_TIMEOUT_S = 2700
 SECRET_NAMES = ("POSTGRES_PASSWORD", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_API_SECRET_KEY",
                 "AIRFLOW_JWT_SECRET", "ROSSMANN_S3_SECRET_KEY", "ROSSMANN_S3_JOBS_SECRET_KEY",
-                "ROSSMANN_S3_LANDER_SECRET_KEY", "MINIO_ROOT_PASSWORD")
+                "ROSSMANN_S3_LANDER_SECRET_KEY", "MINIO_ROOT_PASSWORD", "SPARK_AUTH_SECRET")
+# What the data supplier's CLI container (the storage network only) reaches: host:port -> outcome.
+CLI_REACH_EXPECTATIONS = {"minio:9000": "reachable", "spark-master:7077": "no such host",
+                          "airflow-scheduler:8793": "no such host", "airflow-api-server:8080": "no such host",
+                          "postgres:5432": "no such host"}
+REACH_PROBE = """import json, socket, sys
+found = {}
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+        found[target] = "reachable"
+    except socket.gaierror:
+        found[target] = "no such host"
+    except OSError as error:
+        found[target] = type(error).__name__
+print("REACH " + json.dumps(found))"""
+# A driver on the Spark network without the secret: the master must refuse to register it.
+UNAUTHENTICATED_SUBMIT = ("from pyspark.sql import SparkSession; "
+                          "spark = SparkSession.builder.master('spark://spark-master:7077')"
+                          ".config('spark.cores.max', '1').getOrCreate(); "
+                          "print('COUNTED', spark.range(3).count())")
+UNAUTHENTICATED_TIMEOUT_S = 240
+# The Spark drivers' user in the Airflow image (docker/airflow/Dockerfile), and the secrets its processes may hold:
+# the jobs' own S3 key only.
+DRIVER_USER = "sparkjob"
+DRIVER_MAY_HOLD = {"ROSSMANN_S3_JOBS_SECRET_KEY"}
+DRIVER_PROCESS = re.compile(r"org\.apache\.spark\.deploy\.SparkSubmit|rossmann_jobs/\w+\.py")
 # What each least-privilege identity (docker/minio/minio-init.sh) must be allowed, and refused (AccessDenied).
 IDENTITY_EXPECTATIONS = {"lander put raw/": "allowed", "lander put models/": "AccessDenied",
                          "lander put runs/": "AccessDenied", "lander get models/champion.json": "AccessDenied",
@@ -145,6 +173,61 @@ class WorkerKiller(CheckpointKiller):
                 "pointer_epoch": self.pointer_epoch, "killed_at": self.killed_at.astimezone(timezone.utc).isoformat()}
 
 
+class DriverWatch(threading.Thread):
+    """While the run goes on, finds the Spark drivers among the scheduler container's processes (the SparkSubmit JVM
+    and the job's Python process) and reads each one's /proc/<pid>/environ and owner from the host: which secrets'
+    values are in it (names only), and whether it holds the jobs' own key (the positive control)."""
+
+    def __init__(self, compose: Compose, secrets: dict[str, str]):
+        super().__init__(name="driver-watch", daemon=True)
+        self.compose, self.secrets, self.stopped = compose, secrets, threading.Event()
+        self.drivers: dict[int, dict] = {}
+
+    def run(self) -> None:
+        while not self.stopped.wait(1.0):
+            try:
+                self.look()
+            except (OSError, RuntimeError, subprocess.SubprocessError):
+                continue   # the container restarting or a process gone mid-read: the next look sees it
+
+    def look(self) -> None:
+        container = self.compose.container("airflow-scheduler")
+        listing = images.run(["docker", "top", container, "-eo", "pid,args"]).stdout.splitlines()[1:]
+        for line in listing:
+            pid_text, _, args = line.strip().partition(" ")
+            pid = int(pid_text)
+            if pid in self.drivers or not DRIVER_PROCESS.search(args):
+                continue
+            environ = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+            uid = int(re.search(r"^Uid:\s+(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M)[1])
+            self.drivers[pid] = {"uid": uid, "args": args[:160], "launcher": is_launcher(args),
+                                 "secrets": sorted(name for name, value in self.secrets.items() if value in environ)}
+
+    def stop(self) -> list[dict]:
+        self.stopped.set()
+        self.join(timeout=30)
+        return list(self.drivers.values())
+
+
+def is_launcher(args: str) -> bool:
+    """Whether a process is the sudo that the image's spark-submit starts (Airflow's user, the task's child, with
+    the allow-listed environment), not the driver it runs as sparkjob."""
+    return Path(args.split(maxsplit=1)[0]).name == "sudo" if args.strip() else False
+
+
+def probe_scheduler_environ(compose: Compose, secrets: dict[str, str]) -> dict:
+    """Who in the scheduler container can read its first process's environment (the container's whole
+    environment, Airflow's secrets included): the drivers' user must not; airflow can (the control)."""
+    container, found = compose.container("airflow-scheduler"), {}
+    for user in (DRIVER_USER, "airflow"):
+        done = images.run(["docker", "exec", "-u", user, container, "cat", "/proc/1/environ"], timeout=60)
+        found[user] = {"returncode": done.returncode,
+                       "holds_fernet_key": secrets["AIRFLOW_FERNET_KEY"] in done.stdout}
+    uid = images.run(["docker", "exec", container, "id", "-u", DRIVER_USER], timeout=60)
+    found["driver_uid"] = int(uid.stdout.strip()) if uid.returncode == 0 else None
+    return found
+
+
 def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 5.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -213,6 +296,37 @@ def probe_identities(endpoint: str, settings: dict[str, str], bucket: str, plan:
             "jobs put models/": attempt("jobs", "put_object", Key="models/_identity-probe", Body=b"probe"),
             "jobs put raw/": attempt("jobs", "put_object", Key="raw/_identity-probe/jobs", Body=b"probe"),
             "airflow put raw/": attempt("airflow", "put_object", Key="raw/_identity-probe/airflow", Body=b"probe")}
+
+
+def probe_cli_reach(compose: Compose) -> dict[str, str]:
+    """Which hosts the rossmann-cli container can open a TCP connection to (its networks as compose gives them)."""
+    output = compose("run", "--rm", "--no-deps", "--entrypoint", "python", "rossmann-cli", "-c", REACH_PROBE,
+                     *CLI_REACH_EXPECTATIONS, timeout=300)
+    found = re.search(r"^REACH (\{.*\})$", output, re.M)
+    return json.loads(found[1]) if found else {"unreadable": output[-2000:]}
+
+
+def probe_unauthenticated_submit(compose: Compose) -> dict:
+    """A PySpark driver started from the Spark image on the Spark network, without the secret: whether it counted
+    anything, and what the master logged about it."""
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    command = ["docker", "run", "--rm", "--network", f"{PROJECT}_spark", "--entrypoint", "python",
+               f"rossmann-spark:{IMAGE_TAG}", "-c", UNAUTHENTICATED_SUBMIT]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=UNAUTHENTICATED_TIMEOUT_S)
+        returncode, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as expired:
+        returncode, output = None, f"{expired.stdout or ''}{expired.stderr or ''}"
+    logged = images.run(["docker", "logs", "--since", since, compose.container("spark-master")])
+    return {"returncode": returncode, "counted": "COUNTED" in output, "output_tail": message_lines(output),
+            "master_log_tail": message_lines(logged.stdout + logged.stderr)}
+
+
+def message_lines(log: str, keep: int = 40) -> str:
+    """A Java log's last `keep` lines that are not stack frames (the exceptions' messages stay)."""
+    frame = re.compile(r"\s*(?:at\s+)?[\w$.<>/]+\((?:[\w$.]+(?::\d+)?|Native Method|Unknown Source)\)\s*$"
+                       r"|\s*\.\.\. \d+ more\s*$|\s*$")
+    return "\n".join([line for line in log.splitlines() if not frame.match(line)][-keep:])
 
 
 def task_instances(api: AirflowRest, path: str) -> dict[str, dict]:
@@ -346,6 +460,23 @@ def checks(evidence: dict, killed: bool) -> dict[str, str | None]:
         check("a worker was killed mid-training", kill.get("killed") is True, str(kill))
         check("train_model succeeded on its retry", tasks.get("train_model", {}).get("try_number") == 2,
               str(tasks.get("train_model")))
+    drivers, environ = evidence.get("drivers") or [], evidence.get("scheduler_environ") or {}
+    running = [driver for driver in drivers if not is_launcher(driver["args"])]
+    check("the Spark drivers run as their own user and hold none of Airflow's secrets, only the jobs' key",
+          len(running) >= 3 and environ.get("driver_uid") is not None
+          and all(driver["uid"] == environ["driver_uid"] for driver in running)
+          and all(set(driver["secrets"]) <= DRIVER_MAY_HOLD for driver in drivers)
+          and any(set(driver["secrets"]) == DRIVER_MAY_HOLD for driver in running), f"{drivers}, {environ}")
+    check("the drivers' user cannot read the scheduler's environment, which airflow can",
+          (environ.get(DRIVER_USER) or {}).get("returncode", 0) != 0
+          and (environ.get("airflow") or {}).get("holds_fernet_key") is True, str(environ))
+    reach = evidence.get("cli_reach")
+    check("the CLI container reaches the bucket and nothing else", reach == CLI_REACH_EXPECTATIONS,
+          f"got {reach}, expected {CLI_REACH_EXPECTATIONS}")
+    refused = evidence.get("unauthenticated_submit") or {}
+    check("the Spark master refuses a driver without the secret",
+          bool(refused) and not refused.get("counted") and refused.get("returncode") != 0
+          and bool(re.search(r"(?i)sasl|authenticat", refused.get("master_log_tail", ""))), str(refused)[-1500:])
     if "teardown" in evidence:   # absent with --keep
         check("teardown left nothing", not any(evidence["teardown"]["left"].values()), str(evidence["teardown"]))
     return result
@@ -383,7 +514,7 @@ def build_stack(workdir: Path, evidence: dict, stage_wheel: bool) -> tuple[Compo
             build_targets[service] = spec["image"]
     cache = Path(os.environ.get("ROSSMANN_CACHE", Path.home() / ".cache" / "rossmann-forecast"))
     pins = images.requirement_pins(REPO / "requirements-jobs.txt")
-    horovod = re.search(r"^HOROVOD_VERSION=(\S+)", (REPO / "docker" / "jobs-env.sh").read_text(), re.M).group(1)
+    horovod = images.shell_assignment(REPO / "docker" / "jobs-env.sh", "HOROVOD_VERSION")
     evidence["horovod_wheel"] = images.stage_horovod_wheel(cache if stage_wheel else None, pins["tensorflow-cpu"],
                                                            horovod)
     built = images.build_images(compose, build_targets)
@@ -429,9 +560,12 @@ def main(argv: list[str] | None = None) -> int:
         say(f"triggered {triggered['dag_run_id']} through the REST API")
         run_started = time.monotonic()
         killer = WorkerKiller(compose, s3, f"s3://{bucket}/runs/{AS_OF}") if args.kill_worker_during_train else None
+        watch = DriverWatch(compose, secrets)
+        watch.start()
         try:
             evidence["run"] = watch_run(api, path)
         finally:
+            evidence["drivers"] = watch.stop()
             if killer:
                 evidence["kill"] = killer.stop()
         evidence["run_s"] = round(time.monotonic() - run_started, 1)
@@ -448,6 +582,10 @@ def main(argv: list[str] | None = None) -> int:
         if "local" not in evidence.get("s3_server", ""):   # moto (the local stand-in) enforces no policy
             evidence["identities"] = probe_identities(f"http://127.0.0.1:{settings['MINIO_API_PORT']}", settings,
                                                       bucket, evidence["xcom"]["plan_run"])
+        say("probing the networks: what the CLI container reaches, a driver without the Spark secret")
+        evidence["cli_reach"] = probe_cli_reach(compose)
+        evidence["unauthenticated_submit"] = probe_unauthenticated_submit(compose)
+        evidence["scheduler_environ"] = probe_scheduler_environ(compose, secrets)
         evidence["health"] = container_health(compose)
         evidence["peak_memory_bytes"] = peak_memory(compose)
         evidence["spark_master"] = get_json(f"http://127.0.0.1:{settings['SPARK_UI_PORT']}/json/")

@@ -236,6 +236,15 @@ def requirement_pins(path: Path) -> dict[str, str]:
     return pins
 
 
+def shell_assignment(path: Path, name: str) -> str:
+    """The value a shell script assigns to `name` at the start of a line (a bare word, or an array's parentheses):
+    the versions that scripts/setup_env.sh and docker/jobs-env.sh install."""
+    match = re.search(rf"^{name}=(\(.*?\)|\S+)", path.read_text(), re.MULTILINE)
+    if not match:
+        raise ValueError(f"{path} does not assign {name}")
+    return match[1]
+
+
 # The test tooling no image may hold (requirements-dev.txt and requirements-jobs-dev.txt only), and a module each
 # image's venv must hold, so that a probe that finds nothing at all cannot pass for a clean image.
 TEST_TOOLING_MODULES = ("moto", "pytest", "ruff", "selenium")

@@ -186,3 +186,46 @@ def test_the_images_hold_no_test_tooling(evidence):
         assert {module: found[module] for module in TEST_TOOLING_MODULES} == dict.fromkeys(
             ("moto", "pytest", "ruff", "selenium"), False), venv
         assert any(found[module] for module in ("airflow", "pyspark") if module in found), venv
+
+
+def test_the_cli_container_reaches_the_bucket_and_nothing_else(evidence):
+    """The data supplier's tool is on the storage network only: MinIO answers (the positive control), while the
+    Spark master, Airflow's components and the database have no name there (docker-compose.yaml's networks)."""
+    reach = evidence["cli_reach"]
+    assert reach["minio:9000"] == "reachable", reach
+    assert {target: outcome for target, outcome in reach.items() if target != "minio:9000"} == {
+        "spark-master:7077": "no such host", "airflow-scheduler:8793": "no such host",
+        "airflow-api-server:8080": "no such host", "postgres:5432": "no such host"}
+
+
+def test_the_spark_master_refuses_a_driver_without_the_secret(evidence):
+    """A driver on the Spark network without SPARK_AUTH_SECRET gets no executor and counts nothing, and the
+    master's log says why; the DAG run's drivers, which read the secret from their spark-defaults.conf, ran."""
+    refused = evidence["unauthenticated_submit"]
+    assert not refused["counted"] and refused["returncode"] != 0, refused
+    assert re.search(r"(?i)sasl|authenticat", refused["master_log_tail"]), refused["master_log_tail"]
+    assert evidence["tasks"]["train_model"]["state"] == "success"
+
+
+def test_the_spark_drivers_run_as_their_own_user_without_airflows_secrets(evidence):
+    """Each driver process seen during the run (the SparkSubmit JVM, the job's Python) belongs to sparkjob, and its
+    /proc/<pid>/environ holds the jobs' own S3 key (the control: a real environment was read) and none of Airflow's
+    secrets: the Fernet key, JWT and API secrets, the database password, aws_default's key, the Spark secret."""
+    seen, uid = evidence["drivers"], evidence["scheduler_environ"]["driver_uid"]
+    drivers = [driver for driver in seen if not driver["args"].split()[0].endswith("sudo")]
+    launchers = [driver for driver in seen if driver not in drivers]   # the sudo each task starts, as airflow
+    assert len(drivers) >= 3 and uid is not None, seen
+    assert {driver["uid"] for driver in drivers} == {uid} and uid not in {launcher["uid"] for launcher in launchers}
+    assert all(set(driver["secrets"]) <= {"ROSSMANN_S3_JOBS_SECRET_KEY"} for driver in seen), seen
+    assert any(driver["secrets"] == ["ROSSMANN_S3_JOBS_SECRET_KEY"] for driver in drivers), drivers
+    assert any(driver["args"].split()[0].endswith("/java") for driver in drivers), drivers   # the SparkSubmit JVM
+    assert {job for driver in drivers for job in ("prepare", "train", "predict")
+            if f"rossmann_jobs/{job}.py" in driver["args"]} == {"prepare", "train", "predict"}, drivers
+
+
+def test_the_drivers_user_cannot_read_the_schedulers_environment(evidence):
+    """The scheduler container's first process holds every Airflow secret in its environment: airflow (the old
+    operator's driver user) reads the Fernet key there, the drivers' user is refused."""
+    environ = evidence["scheduler_environ"]
+    assert environ["airflow"] == {"returncode": 0, "holds_fernet_key": True}, environ
+    assert environ["sparkjob"]["returncode"] != 0 and environ["sparkjob"]["holds_fernet_key"] is False, environ

@@ -20,6 +20,9 @@ PLANTED = {
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://airflow:" + "db-password-planted" + "@postgres/airflow",
     "FOO_SECRET": "foo-planted",
     "ROSSMANN_S3_SECRET_KEY": "rossmann-secret-planted",
+    # Compose hands the Spark secret to the scheduler's entrypoint, which writes spark-defaults.conf from it.
+    "SPARK_AUTH_SECRET": "spark-secret-planted",
+    "PYSPARK_DRIVER_TOKEN": "pyspark-token-planted",
     # The task process's own AWS identity (Airflow's): the jobs get theirs from their connection instead.
     "AWS_ACCESS_KEY_ID": "airflow-env-key-id",
     "AWS_SECRET_ACCESS_KEY": "airflow-env-secret-planted",

@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 import images  # scripts/compose/images.py: the compose run's image builds read the same pins
+from images import shell_assignment
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yaml"
@@ -138,12 +139,6 @@ def is_ignored(path: str, patterns: list[str]) -> bool:
 def memory_mib(size: str) -> int:
     number, unit = re.fullmatch(r"(\d+)([kmgt]?)b?", size.lower()).groups()
     return int(number) * {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 ** 2, "": 1 / 1024 ** 2}[unit]
-
-
-def shell_assignment(path: Path, name: str) -> str:
-    match = re.search(rf"^{name}=(\(.*?\)|\S+)", path.read_text(), re.MULTILINE)
-    assert match, f"{path} does not assign {name}"
-    return match[1]
 
 
 # --- fixtures ---------------------------------------------------------------------------------------------------
@@ -537,6 +532,9 @@ def test_long_running_services_have_health_checks_and_start_in_order(services):
 # --- scripts ----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("script, shell", [("docker/jobs-env.sh", "bash"), ("docker/airflow/entrypoint.sh", "bash"),
+                                           ("docker/spark/entrypoint.sh", "bash"),
+                                           ("docker/spark-auth-conf.sh", "bash"), ("docker/airflow/spark-submit", "sh"),
+                                           ("docker/airflow/run-driver.sh", "sh"),
                                            ("docker/minio/minio-init.sh", "dash")])
 def test_scripts_parse(script, shell):
     if shutil.which(shell) is None:
@@ -610,3 +608,101 @@ def test_the_images_install_no_test_tooling():
 def test_the_tooling_check_sees_a_test_tool_in_a_product_file(tmp_path):
     (tmp_path / "product.txt").write_text("boto3\npytest==8.3.3\n")
     assert tooling_in(images.requirement_pins(tmp_path / "product.txt")) == ["pytest"]
+
+
+# --- networks and Spark authentication --------------------------------------------------------------------------
+
+# Who may talk to whom: the Spark network (the drivers in the scheduler, the master, the workers), the storage
+# network (the bucket and the services that read or write it), the workflow network (Airflow's components, the
+# database), the landing network (the bucket and the data supplier's tool only).
+NETWORKS = {"airflow-api-server": {"workflow", "storage"}, "airflow-dag-processor": {"workflow"},
+            "airflow-init": {"workflow"}, "airflow-scheduler": {"spark", "storage", "workflow"},
+            "airflow-triggerer": {"workflow", "storage"}, "minio": {"storage", "landing"}, "minio-init": {"storage"},
+            "postgres": {"workflow"}, "rossmann-cli": {"landing"}, "spark-master": {"spark"},
+            "spark-worker-1": {"spark", "storage"}, "spark-worker-2": {"spark", "storage"}}
+SPARK_SECRET = "SPARK_AUTH_SECRET"
+SPARK_AUTH_SCRIPT = REPO / "docker" / "spark-auth-conf.sh"
+
+
+def test_each_service_joins_only_the_networks_it_needs(services):
+    assert {name: set(spec.get("networks") or {"default"}) for name, spec in services.items()} == NETWORKS
+    # The data supplier's tool shares a network with the bucket only: never the Spark master (code on the workers),
+    # Airflow's API or log server, or the database.
+    (landing,) = services["rossmann-cli"]["networks"]
+    assert {name for name, spec in services.items() if landing in spec["networks"]} == {"rossmann-cli", "minio"}
+
+
+def test_the_spark_network_is_eth0_wherever_a_driver_or_a_rank_runs(services):
+    """Horovod and the executors talk on eth0 (ROSSMANN_HOROVOD_NICS): Docker names the interfaces in the order a
+    container joins its networks, and compose joins the highest priority first."""
+    for name, spec in services.items():
+        networks = spec["networks"]
+        if "spark" in networks and len(networks) > 1:
+            priority = {network: (settings or {}).get("priority", 0) for network, settings in networks.items()}
+            assert priority["spark"] > max(value for network, value in priority.items() if network != "spark"), name
+    spark_conf = json.loads(services["airflow-scheduler"]["environment"]["AIRFLOW_CONN_SPARK_DEFAULT"])["extra"][
+        "spark_conf"]
+    # Executors reach the driver by the scheduler's name, which the Spark network's DNS resolves to its address there.
+    assert spark_conf["spark.driver.host"] == "airflow-scheduler"
+
+
+def test_the_spark_secret_goes_only_to_the_spark_processes(services):
+    holders = {name for name, spec in services.items() if SPARK_SECRET in (spec.get("environment") or {})}
+    assert holders == {"spark-master", "spark-worker-1", "spark-worker-2", "airflow-scheduler"}
+    for dockerfile, entrypoint in (("docker/spark/Dockerfile", "docker/spark/entrypoint.sh"),
+                                   ("docker/airflow/Dockerfile", "docker/airflow/entrypoint.sh")):
+        assert "spark-auth-conf.sh" in (REPO / dockerfile).read_text(), dockerfile
+        assert "write_spark_auth_conf" in (REPO / entrypoint).read_text(), entrypoint
+        assert dockerfile_env(REPO / dockerfile)["SPARK_CONF_DIR"], dockerfile
+
+
+def run_spark_auth_conf(tmp_path: Path, secret: str | None, **settings: str) -> tuple[Path, dict[str, str]]:
+    conf_dir = tmp_path / "spark-conf"
+    env = {"PATH": os.environ["PATH"], "SPARK_CONF_DIR": str(conf_dir), **settings}
+    if secret is not None:
+        env[SPARK_SECRET] = secret
+    done = subprocess.run(["bash", "-c", f'source "{SPARK_AUTH_SCRIPT}" && write_spark_auth_conf && env -0'],
+                          env=env, capture_output=True, check=True)
+    after = dict(item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)
+    return conf_dir / "spark-defaults.conf", after
+
+
+def test_the_entrypoints_write_a_private_spark_conf_and_drop_the_secret(tmp_path):
+    conf, after = run_spark_auth_conf(tmp_path, "planted-spark-auth")
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o600 and stat.S_IMODE(conf.parent.stat().st_mode) == 0o700
+    settings = dict(line.split(" ", 1) for line in conf.read_text().splitlines())
+    assert settings == {"spark.authenticate": "true", "spark.authenticate.secret": "planted-spark-auth",
+                        "spark.network.crypto.enabled": "true", "spark.ui.enabled": "false"}
+    assert SPARK_SECRET not in after and "planted-spark-auth" not in "".join(after.values())
+
+
+def test_without_the_secret_no_spark_conf_is_written(tmp_path):
+    conf, after = run_spark_auth_conf(tmp_path, None)
+    assert not conf.exists() and SPARK_SECRET not in after
+
+
+def test_the_drivers_user_gets_the_spark_conf_through_its_group(tmp_path):
+    import grp
+
+    group = grp.getgrgid(os.getgid()).gr_name
+    conf, _ = run_spark_auth_conf(tmp_path, "planted-spark-auth", SPARK_CONF_GROUP=group)
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o640 and stat.S_IMODE(conf.parent.stat().st_mode) == 0o750
+    assert conf.stat().st_gid == conf.parent.stat().st_gid == os.getgid()
+
+
+def test_the_scheduler_starts_spark_drivers_as_their_own_user_and_nothing_else():
+    """docker/airflow/spark-submit, first on the image's PATH, hands the operator's allow-listed environment to
+    run-driver.sh as sparkjob; sudoers lets airflow run that one script as that one user; run-driver.sh runs the
+    jobs venv's spark-submit, killed with its parent (the task kills its spark-submit, sudo)."""
+    dockerfile = REPO / "docker" / "airflow" / "Dockerfile"
+    assert dockerfile_env(dockerfile)["PATH"].split(":")[0] == "/opt/rossmann/bin"
+    copies = {rest for keyword, rest in dockerfile_instructions(dockerfile) if keyword == "COPY"}
+    assert "docker/airflow/spark-submit /opt/rossmann/bin/spark-submit" in copies
+    assert "docker/airflow/sudoers /etc/sudoers.d/rossmann-spark-driver" in copies
+    rules = [line.split() for line in (REPO / "docker" / "airflow" / "sudoers").read_text().splitlines()
+             if line.strip() and not line.startswith(("#", "Defaults"))]
+    assert rules == [["airflow", "ALL=(sparkjob)", "NOPASSWD:SETENV:", "/opt/rossmann/airflow/run-driver.sh"]]
+    wrapper = (REPO / "docker" / "airflow" / "spark-submit").read_text()
+    assert "exec sudo -n -E -u sparkjob /opt/rossmann/airflow/run-driver.sh \"$@\"" in wrapper
+    launcher = (REPO / "docker" / "airflow" / "run-driver.sh").read_text()
+    assert "exec setpriv --pdeathsig KILL /opt/jobs-venv/bin/spark-submit \"$@\"" in launcher

@@ -6,15 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from images import requirement_pins  # scripts/compose/images.py: the pins the image builds read
+from images import requirement_pins, shell_assignment  # scripts/compose/images.py: what the image builds read
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def shell_setting(path: Path, name: str) -> str:
-    match = re.search(rf"^{name}=(\S+)", path.read_text(), re.MULTILINE)
-    assert match, f"{path.name} sets no {name}"
-    return match.group(1)
 
 
 def versions_table(text: str) -> dict[str, str]:
@@ -48,8 +42,8 @@ def expected_versions() -> dict[str, list[str]]:
         "apache-airflow-providers-amazon": [airflow["apache-airflow-providers-amazon"]],
         "Spark (pyspark, the jobs and the executors)": [jobs["pyspark"]],
         "S3A": [hadoop_aws, sdk_bundle],
-        "TensorFlow": [shell_setting(setup, "TF_VERSION"), jobs["tensorflow-cpu"], jobs["numpy"]],
-        "Horovod": [shell_setting(setup, "HOROVOD_VERSION")],
+        "TensorFlow": [shell_assignment(setup, "TF_VERSION"), jobs["tensorflow-cpu"], jobs["numpy"]],
+        "Horovod": [shell_assignment(setup, "HOROVOD_VERSION")],
         "S3 server": [minio, jobs["moto"]],
     }
 
