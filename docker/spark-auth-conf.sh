@@ -2,8 +2,8 @@
 # workers, the scheduler that runs the drivers), writes the Spark settings that need it into
 # $SPARK_CONF_DIR/spark-defaults.conf, readable by this user only (and the group SPARK_CONF_GROUP, if set), and
 # drops the secret from the environment, so that neither the daemon, nor spark-submit, nor anything they start
-# finds it there (executors get it from their worker, as Spark's standalone mode does). Every Spark process reads that file: RPC authenticated and encrypted,
-# no application UI.
+# finds it there (executors get it from their worker, as Spark's standalone mode does). Every Spark process reads
+# that file: RPC authenticated and encrypted, no application UI.
 write_spark_auth_conf() {
   if [[ -z "${SPARK_AUTH_SECRET:-}" ]]; then
     return 0

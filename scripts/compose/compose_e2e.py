@@ -51,7 +51,7 @@ RUN_TIMEOUT_S = 2700
 SECRET_NAMES = ("POSTGRES_PASSWORD", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_API_SECRET_KEY",
                 "AIRFLOW_JWT_SECRET", "ROSSMANN_S3_SECRET_KEY", "ROSSMANN_S3_JOBS_SECRET_KEY",
                 "ROSSMANN_S3_LANDER_SECRET_KEY", "MINIO_ROOT_PASSWORD", "SPARK_AUTH_SECRET")
-# What the data supplier's CLI container (the storage network only) reaches: host:port -> outcome.
+# What the data supplier's CLI container (the landing network: MinIO only) reaches: host:port -> outcome.
 CLI_REACH_EXPECTATIONS = {"minio:9000": "reachable", "spark-master:7077": "no such host",
                           "airflow-scheduler:8793": "no such host", "airflow-api-server:8080": "no such host",
                           "postgres:5432": "no such host"}
@@ -461,7 +461,7 @@ def checks(evidence: dict, killed: bool) -> dict[str, str | None]:
         check("train_model succeeded on its retry", tasks.get("train_model", {}).get("try_number") == 2,
               str(tasks.get("train_model")))
     drivers, environ = evidence.get("drivers") or [], evidence.get("scheduler_environ") or {}
-    running = [driver for driver in drivers if not is_launcher(driver["args"])]
+    running = [driver for driver in drivers if not driver["launcher"]]
     check("the Spark drivers run as their own user and hold none of Airflow's secrets, only the jobs' key",
           len(running) >= 3 and environ.get("driver_uid") is not None
           and all(driver["uid"] == environ["driver_uid"] for driver in running)

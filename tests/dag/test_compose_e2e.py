@@ -212,8 +212,8 @@ def test_the_spark_drivers_run_as_their_own_user_without_airflows_secrets(eviden
     /proc/<pid>/environ holds the jobs' own S3 key (the control: a real environment was read) and none of Airflow's
     secrets: the Fernet key, JWT and API secrets, the database password, aws_default's key, the Spark secret."""
     seen, uid = evidence["drivers"], evidence["scheduler_environ"]["driver_uid"]
-    drivers = [driver for driver in seen if not driver["args"].split()[0].endswith("sudo")]
-    launchers = [driver for driver in seen if driver not in drivers]   # the sudo each task starts, as airflow
+    drivers = [driver for driver in seen if not driver["launcher"]]
+    launchers = [driver for driver in seen if driver["launcher"]]   # the sudo each task starts, as airflow
     assert len(drivers) >= 3 and uid is not None, seen
     assert {driver["uid"] for driver in drivers} == {uid} and uid not in {launcher["uid"] for launcher in launchers}
     assert all(set(driver["secrets"]) <= {"ROSSMANN_S3_JOBS_SECRET_KEY"} for driver in seen), seen
