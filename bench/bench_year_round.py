@@ -47,13 +47,13 @@ def committed_summary(out: str) -> dict:
     return storage.read_manifest(out).get("summary") or {}
 
 
-def season_backtest(work: Path, features: str, train_args: list[str]) -> tuple[dict, float]:
+def season_backtest(work: Path, features: str, train_args: list[str], min_train_days: int) -> tuple[dict, float]:
     """The season backtest of the cell's features (skipped when committed with the same arguments)."""
     out = str(truth_bench.run_dir(work, "season_backtest"))
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     # The minimum history named, so that a committed backtest of another default is not reused.
     seconds = truth_bench.spark_submit("train", ["--features", features, "--out", out, "--season-backtest",
-                                                 "--backtest-min-train-days", str(DEFAULT_MIN_TRAIN_DAYS),
+                                                 "--backtest-min-train-days", str(min_train_days),
                                                  *train_args], out, Path(f"{out}.log"), inputs=(features,))
     return committed_summary(out)["season_backtest"], seconds
 
@@ -77,7 +77,7 @@ def run_origin(seed: int, origin: dt.date, stores: int, args: argparse.Namespace
                                                   origin.isoformat())
     train_args = ["--num-proc", "2", *shlex.split(args.train_args)]
     robustness.log(f"seed {seed}, {origin}, {stores} stores: the season backtest")
-    season, backtest_s = season_backtest(work, features, train_args)
+    season, backtest_s = season_backtest(work, features, train_args, args.backtest_min_train_days)
     decision = decide_promotion(cell["gate_scores"], None, 0.0, season=season)
     published = "model"
     if not decision["promoted"]:   # no champion in a cell: the gate's fallback forecasts
@@ -175,6 +175,8 @@ def main() -> None:
     parser.add_argument("--label", default="product")
     parser.add_argument("--train-args", default="", help="extra train arguments (the backtest gets them too)")
     parser.add_argument("--no-lightgbm", action="store_true")
+    parser.add_argument("--backtest-min-train-days", type=int, default=DEFAULT_MIN_TRAIN_DAYS,
+                        help="the season backtest's minimum history (train.py's option of that name)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     args = parser.parse_args()
     spec = robustness.load_spec(REPO)
