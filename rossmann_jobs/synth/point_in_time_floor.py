@@ -2,13 +2,16 @@
 
 The noise floor scores the oracle, which knows each horizon day's real weather and Google trend. On D neither is
 known, so no forecast made on D can reach it. The point-in-time expectation keeps every factor that is known on D
-(calendar, promo plan, holidays, stores, competition, level shifts up to D) and replaces those that are not, the two
-as prepare's strict mode does for the features:
+(calendar, promo plan, holidays, stores, competition, level shifts up to D) and replaces those that are not:
 - weather: the state's weather factor on day d > D becomes its mean over the days within +-7 days of d's date in
   each earlier year, dated <= D (the climatology of the factor itself, so the expectation of the effect rather than
   the effect of an average day); without such days, the factor on D (persistence);
-- trend: every horizon day gets the relative trend of the last googletrend week that ended by D (persistence; prepare
-  moves that week by the trend's season, so where the trend has an effect a forecast can score below this floor);
+- trend: every horizon day gets the relative trend of the last googletrend week that ended by D, moved by the part
+  of the trend that follows from the date (synth/trend.py known_log_interest: the Christmas peak, the summer dip,
+  the growth) to the week the day joins; only the random walks persist. Persisting the whole week instead carried
+  the Christmas peak into January (1.12-1.18 x the oracle's sales as of 31 December) and the October level into
+  the Christmas weeks, so around Christmas the floor was far from the best forecast D allows. The floor knows the
+  trend's season exactly; prepare learns it from the history (features/point_in_time.py);
 - level shifts (SynthConfig.shift_share): a shift on or before D is in the data, so it stays; one after D is not
   known yet, so every horizon day keeps the store's level of D.
 Scored like the noise floor, it is the floor of a forecast made on D (up to how well the replacements forecast).
@@ -22,6 +25,7 @@ import numpy as np
 from rossmann_jobs.synth.arrays import DataGrids
 from rossmann_jobs.synth.dataset_calendar import HORIZON_DAYS
 from rossmann_jobs.synth.sales import trend_factor
+from rossmann_jobs.synth.trend import known_log_interest
 
 CLIMATE_WINDOW_DAYS = 7   # as prepare's strict weather climatology (features/point_in_time.py)
 
@@ -64,8 +68,9 @@ def point_in_time_expected(grids: DataGrids, as_of: dt.date) -> tuple[np.ndarray
     week_ends = np.array([np.datetime64(start + dt.timedelta(days=6)) for start in grids.trends.week_start])
     last_week = int(np.nonzero(week_ends <= np.datetime64(as_of))[0].max())
     relative = model.relative_trend_by_week
-    known_trend = trend_factor(np.repeat(relative[[last_week]][:, model.trend_columns], len(days), axis=0),
-                               np.repeat(relative[[last_week], 0], len(days)), model.trend_scale)
+    season = known_log_interest(grids.trends.week_start)
+    moved = relative[[last_week]] * np.exp(season[grids.trends.day_to_week[days]] - season[last_week])[:, None]
+    known_trend = trend_factor(moved[:, model.trend_columns], moved[:, 0], model.trend_scale)
     joined = relative[grids.trends.day_to_week[days]]
     real_trend = trend_factor(joined[:, model.trend_columns], joined[:, 0], model.trend_scale)
 

@@ -36,17 +36,23 @@ def reference_join_weeks(calendar: Calendar, week_start: list[dt.date]) -> np.nd
     return np.array([by_key[key] for key in keys])
 
 
+def known_log_interest(week_start: list[dt.date]) -> np.ndarray:
+    """[week] the part of every file's log interest that follows from the week's date alone: the Christmas peak,
+    the summer dip and a growth of 5 % a year (weeks counted from the first). The rest is random walks and noise."""
+    day_of_year = np.array([s.timetuple().tm_yday for s in week_start], dtype=float)
+    years = np.array([(s - FIRST_WEEK_SUNDAY).days // 7 for s in week_start]) / 52.0
+    christmas = 0.30 * np.exp(-0.5 * (np.minimum(np.abs(day_of_year - 352), 365 - np.abs(day_of_year - 352)) / 12) ** 2)
+    summer_dip = -0.08 * np.exp(-0.5 * ((day_of_year - 210) / 30) ** 2)
+    return np.log1p(christmas + summer_dip) + 0.05 * years
+
+
 def generate_trends(calendar: Calendar, rng: np.random.Generator) -> Trends:
     week_start = [FIRST_WEEK_SUNDAY + dt.timedelta(weeks=i) for i in range(NUM_WEEKS)]
     num_files = len(trend_file_names())
-    day_of_year = np.array([s.timetuple().tm_yday for s in week_start], dtype=float)[:, None]
-    years = (np.arange(NUM_WEEKS) / 52.0)[:, None]
-    christmas = 0.30 * np.exp(-0.5 * (np.minimum(np.abs(day_of_year - 352), 365 - np.abs(day_of_year - 352)) / 12) ** 2)
-    summer_dip = -0.08 * np.exp(-0.5 * ((day_of_year - 210) / 30) ** 2)
     national = np.cumsum(rng.normal(0, 0.015, (NUM_WEEKS, 1)), axis=0)
     own = np.cumsum(rng.normal(0, 0.012, (NUM_WEEKS, num_files)), axis=0) + rng.normal(0, 0.03, (NUM_WEEKS, num_files))
     own[:, 0] = 0.0   # Rossmann_DE is the national series itself
-    interest = np.exp(np.log1p(christmas + summer_dip) + 0.05 * years + national + own
+    interest = np.exp(known_log_interest(week_start)[:, None] + national + own
                       + rng.normal(0, 0.05, (1, num_files)))
     values = np.round(100 * interest / interest.max(axis=0, keepdims=True)).astype(int)
     return Trends(week_start=week_start, values=values, day_to_week=reference_join_weeks(calendar, week_start))

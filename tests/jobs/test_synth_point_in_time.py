@@ -71,6 +71,17 @@ def test_point_in_time_floor_is_above_the_noise_floor_and_in_the_truth(dataset):
     assert entry["exp_rmspe"] == pytest.approx(exp_rmspe(sales, rows), rel=1e-12)
 
 
+@pytest.mark.parametrize("as_of", [dt.date(2014, 10, 31), dt.date(2014, 11, 30), dt.date(2014, 12, 31)])
+def test_the_trend_known_on_d_is_moved_through_christmas_by_its_season(dataset, as_of):
+    """Around Christmas the trend's own season moves sales by more than a tenth: the floor carries the last known
+    week into and out of the peak (persisting it put the horizon's sales 7-9 % low before Christmas and 12-18 % high
+    after it), so only the random walks the date cannot tell are left, and the expectation stays near the oracle's."""
+    days, known = point_in_time_expected(dataset.grids, as_of)
+    expected = dataset.grids.sales_model.expected[days]
+    is_open = expected > 0
+    assert np.median(known[is_open] / expected[is_open]) == pytest.approx(1.0, abs=0.05)
+
+
 def test_point_in_time_expected_refuses_dates_outside_the_calendar(dataset):
     with pytest.raises(ValueError, match="outside the generated calendar"):
         point_in_time_expected(dataset.grids, dt.date(2012, 1, 1))
