@@ -68,10 +68,11 @@ def point_in_time_expected(grids: DataGrids, as_of: dt.date) -> tuple[np.ndarray
     week_ends = np.array([np.datetime64(start + dt.timedelta(days=6)) for start in grids.trends.week_start])
     last_week = int(np.nonzero(week_ends <= np.datetime64(as_of))[0].max())
     relative = model.relative_trend_by_week
+    weeks = grids.trends.day_to_week[days]
     season = known_log_interest(grids.trends.week_start)
-    moved = relative[[last_week]] * np.exp(season[grids.trends.day_to_week[days]] - season[last_week])[:, None]
+    moved = relative[[last_week]] * np.exp(season[weeks] - season[last_week])[:, None]
     known_trend = trend_factor(moved[:, model.trend_columns], moved[:, 0], model.trend_scale)
-    joined = relative[grids.trends.day_to_week[days]]
+    joined = relative[weeks]
     real_trend = trend_factor(joined[:, model.trend_columns], joined[:, 0], model.trend_scale)
 
     known = model.expected[days] * (known_weather / real_weather) * (known_trend / real_trend)
