@@ -39,11 +39,12 @@ WEATHER_DECIMALS = 0              # weather.csv's feature columns hold whole num
 # ones whose week may be incomplete at D.
 TREND_WEEK_REACH_DAYS = 12
 _TARGET = "_target_date"
-# The season of the trend: the same week in earlier years (52 weeks back keeps the Sunday), each read as the mean
-# over the weeks within +-7 days (one week's noise is not season), all series pooled (the season is the country's).
+# The season of the trend: the same week in earlier years (52 weeks back keeps the Sunday), all series pooled (the
+# season is the country's; pooling averages each file's own noise). A week is read alone, not with its neighbours:
+# a mean over +-7 days flattens the Christmas peak, three weeks wide, and the December rise came out 2-4 % short
+# in sales (docs/decisions.md, "the trend's season read week by week").
 SEASON_LAG_DAYS = 364
 SEASON_YEARS = 5                  # earlier years looked at; a googletrend.csv holds about three
-SEASON_SMOOTH_DAYS = 7
 SERIES, TREND_VALUE = "_series", "_trend_value"                       # columns of trend_series
 DRIFT_FROM, DRIFT_TO, DRIFT = "_drift_from", "_drift_to", "_drift"   # season_drift_table (week starts, log change)
 
@@ -68,7 +69,7 @@ RULES = {
                  "week that ended by as_of is a lookup miss; the carried value is moved by the season: times "
                  f"exp(the mean log change between the same two weeks {SEASON_LAG_DAYS // 7} weeks earlier in each "
                  "earlier year, "
-                 f"every series pooled, each week read with the weeks within +-{SEASON_SMOOTH_DAYS} days), "
+                 "every series pooled), "
                  "persistence where no earlier year holds both",
         "weather": "every row (history and horizon alike) gets per state and numeric column the mean of the "
                    f"state's values within +-{CLIMATE_WINDOW_DAYS} days of its date in every other year (dated "
@@ -204,17 +205,16 @@ def season_drift_table(series: DataFrame, from_weeks: FromWeeks) -> DataFrame:
 def seasonal_drift(weeks: Sequence[tuple[date, float | None]], pairs: Sequence[tuple[date, date]]) -> list[float]:
     """For each (from, to) pair of week starts, the log change the season brings from the one week to the other: the
     mean over the earlier years k (1..SEASON_YEARS) that hold both of S(to - 364 k) - S(from - 364 k), S(w) the mean
-    log value (floored at 1: a googletrend.csv index is 0..100) of the weeks within +-SEASON_SMOOTH_DAYS of w,
-    every series pooled. 0.0 (persistence) where no earlier year holds both. weeks: (week start, value) of every
-    series; no week later than 357 days before a pair's `to` is read."""
+    log value (floored at 1: a googletrend.csv index is 0..100) of week w over every series. 0.0 (persistence) where
+    no earlier year holds both. weeks: (week start, value) of every series; no week later than 364 days before a
+    pair's `to` is read."""
     logs: dict[date, list[float]] = {}
     for start, value in weeks:
         if value is not None:
             logs.setdefault(start, []).append(math.log(max(float(value), 1.0)))
 
-    def season(day: date) -> float | None:
-        values = [v for offset in range(-SEASON_SMOOTH_DAYS, SEASON_SMOOTH_DAYS + 1)
-                  for v in logs.get(day + timedelta(days=offset), ())]
+    def season(week: date) -> float | None:
+        values = logs.get(week)
         return sum(values) / len(values) if values else None
 
     drifts = []

@@ -133,8 +133,8 @@ def seasonal_rows(ramp_per_week: float, level_2015: float = 1.0, after_as_of: in
 
 def test_seasonal_drift_pools_the_series_of_earlier_years_and_persists_without_them():
     """Two series, two earlier years: the week four weeks on was 10 % (one series) and 30 % (the other) above the
-    week, the neighbours alike (the +-7-day reading): the drift is the pooled mean log change. No earlier year, or
-    only one of the two weeks in it: 0 (persistence)."""
+    week, the neighbours alike: the drift is the pooled mean log change. No earlier year, or only one of the two
+    weeks in it: 0 (persistence)."""
     start = D("2015-07-05")
     weeks = []
     for years in (1, 2):
@@ -150,6 +150,20 @@ def test_seasonal_drift_pools_the_series_of_earlier_years_and_persists_without_t
     assert alone == 0.0 and none == 0.0   # the week 70 days on is in no earlier year; nothing before the first
     assert point_in_time.seasonal_drift(weeks + [(start - timedelta(days=364 - 28), None)],
                                         [(start, start + timedelta(days=28))]) == [pytest.approx(drift)]
+
+
+def test_seasonal_drift_keeps_a_one_week_peak_whole():
+    """A peak one week wide (Christmas in search interest): the year before, the week three weeks on stood at 90
+    between weeks at 50. The drift to it is the whole log(90 / 50), to its neighbours none; a mean over the
+    neighbouring weeks would have flattened it to a third."""
+    start = D("2015-11-29")
+    year_before = start - timedelta(days=364)
+    weeks = [(year_before + timedelta(weeks=ahead), 50.0) for ahead in range(6) if ahead != 3]
+    weeks.append((year_before + timedelta(weeks=3), 90.0))
+    to_peak, to_before, to_after = point_in_time.seasonal_drift(
+        weeks, [(start, start + timedelta(weeks=ahead)) for ahead in (3, 2, 4)])
+    assert to_peak == pytest.approx(math.log(90 / 50))
+    assert to_before == pytest.approx(0.0) and to_after == pytest.approx(0.0)
 
 
 def test_a_week_after_as_of_gets_the_last_complete_week_moved_by_the_season(spark):
