@@ -41,8 +41,8 @@ TREND_WEEK_REACH_DAYS = 12
 _TARGET = "_target_date"
 # The season of the trend: the same week in earlier years (52 weeks back keeps the Sunday), all series pooled (the
 # season is the country's; pooling averages each file's own noise). A week is read alone, not with its neighbours:
-# a mean over +-7 days flattens the Christmas peak, three weeks wide, and the December rise came out 2-4 % short
-# in sales (docs/decisions.md, "the trend's season read week by week").
+# a mean over +-7 days flattened the Christmas peak and mixed the rising week after the anchor into it, and the
+# November origins' projected trend came out 2.3 % low (docs/decisions.md, "the trend's season read week by week").
 SEASON_LAG_DAYS = 364
 SEASON_YEARS = 5                  # earlier years looked at; a googletrend.csv holds about three
 SERIES, TREND_VALUE = "_series", "_trend_value"                       # columns of trend_series
